@@ -1,0 +1,175 @@
+"""Row validation with dead letters: nothing is dropped silently.
+
+A `ChunkParser` turns a RowChunk into an Arrow table of valid rows; every row it cannot
+accept becomes a dead letter (source, table, reason, raw row) and every chunk reports how many
+rows it read, kept and rejected, so a run can print those counts per source and table.
+"""
+
+import math
+from typing import Iterable, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from pipelines import schemas
+
+DEAD_LETTERS = "dead_letters"
+COUNTS = "counts"
+
+
+class RowError(ValueError):
+    """A row that violates the source's schema; the message is the dead-letter reason."""
+
+
+def get_field(row: dict, *path: str):
+    """row[path[0]][path[1]]..., or the flat CSV key "a.b" / "a_b"; None when absent."""
+    value = row.get(path[0])
+    if len(path) == 1:
+        return value
+    if isinstance(value, dict):
+        return get_field(value, *path[1:])
+    for sep in (".", "_"):
+        flat = row.get(sep.join(path))
+        if flat is not None:
+            return flat
+    return None
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def to_int(value, field: str, required: bool = True, min_value=None):
+    """An integer from an int, an integral float or a decimal string (BigQuery JSON)."""
+    if _missing(value):
+        if required:
+            raise RowError(f"missing {field}")
+        return None
+    try:
+        if isinstance(value, str):
+            value = value.strip()
+            number = int(value) if value.lstrip("-").isdigit() else float(value)
+        else:
+            number = value
+        if isinstance(number, float):
+            if not number.is_integer():
+                raise ValueError
+            number = int(number)
+        number = int(number)
+    except (TypeError, ValueError, OverflowError):
+        raise RowError(f"{field} is not an integer: {value!r}") from None
+    if min_value is not None and number < min_value:
+        raise RowError(f"{field} is below {min_value}: {number}")
+    return number
+
+
+def to_float(value, field: str, required: bool = True, min_value=None):
+    """A finite float; NaN and infinities are errors, as is a value below `min_value`."""
+    if _missing(value):
+        if required:
+            raise RowError(f"missing {field}")
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise RowError(f"{field} is not a number: {value!r}") from None
+    if not math.isfinite(number):
+        raise RowError(f"{field} is not finite: {value!r}")
+    if min_value is not None and number < min_value:
+        raise RowError(f"{field} is below {min_value}: {number}")
+    return number
+
+
+def to_enum(value, field: str, names: dict):
+    """An enum value given as its number or its name; unknown values are errors."""
+    if isinstance(value, str) and value.strip() in names.values():
+        return {v: k for k, v in names.items()}[value.strip()]
+    number = to_int(value, field)
+    if number not in names:
+        raise RowError(f"unknown {field} {number}")
+    return number
+
+
+def dead_letter_table(source: str, table: str, reasons: Sequence[str],
+                      raws: Sequence[str]) -> pa.Table:
+    n = len(reasons)
+    return pa.table({
+        "source": pa.array([source] * n, pa.string()),
+        "table": pa.array([table] * n, pa.string()),
+        "reason": pa.array(list(reasons), pa.string()),
+        "raw": pa.array(list(raws), pa.string()),
+    }, schema=schemas.DEAD_LETTERS)
+
+
+def counts(source: str, table: str, read: int, kept: int, rejected: int):
+    """One (key, value) element of the per-source read / kept / rejected counts."""
+    return (source, table), (read, kept, rejected)
+
+
+class ChunkParser:
+    """Parses rows of one source table into an Arrow table of `schema`.
+
+    Subclasses implement `parse_row(row) -> tuple` (values in schema order) and raise
+    RowError for a row that must be rejected.
+    """
+
+    source: str
+    table: str
+    schema: pa.Schema
+
+    def parse_row(self, row: dict) -> tuple:
+        raise NotImplementedError
+
+    def parse(self, chunk):
+        """(valid rows as a pa.Table, dead letters as a pa.Table) for one RowChunk."""
+        values, reasons, raws = [], [], []
+        for i, row in enumerate(chunk.rows):
+            try:
+                values.append(self.parse_row(row))
+            except RowError as e:
+                reasons.append(str(e))
+                raws.append(chunk.raw_text(i))
+        for reason, raw in chunk.undecodable:
+            reasons.append(reason)
+            raws.append(raw)
+        columns = list(zip(*values)) if values else [[] for _ in self.schema]
+        table = pa.Table.from_arrays(
+            [pa.array(column, type=f.type) for column, f in zip(columns, self.schema)],
+            schema=self.schema)
+        return table, dead_letter_table(self.source, self.table, reasons, raws)
+
+
+class ParseChunks(beam.DoFn):
+    """RowChunk → valid rows (main output), dead letters and counts (tagged outputs)."""
+
+    def __init__(self, parser: ChunkParser):
+        self._parser = parser
+
+    def process(self, chunk):
+        table, dead = self._parser.parse(chunk)
+        read = len(chunk.rows) + len(chunk.undecodable)
+        yield beam.pvalue.TaggedOutput(
+            COUNTS, counts(self._parser.source, self._parser.table, read, table.num_rows,
+                           dead.num_rows))
+        if dead.num_rows:
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead)
+        if table.num_rows:
+            yield table
+
+
+def sum_counts(values: Iterable[tuple]) -> tuple:
+    return tuple(int(x) for x in np.sum(np.array(list(values), dtype=np.int64).reshape(-1, 3),
+                                        axis=0))
+
+
+class SummarizeCounts(beam.PTransform):
+    """((source, table), (read, kept, rejected)) elements → one SOURCE_COUNTS table."""
+
+    def expand(self, pcoll):
+        return (
+            pcoll
+            | "Sum" >> beam.CombinePerKey(sum_counts)
+            | "Row" >> beam.Map(lambda kv: pa.table({
+                "source": [kv[0][0]], "table": [kv[0][1]], "read": [kv[1][0]],
+                "kept": [kv[1][1]], "rejected": [kv[1][2]]}, schema=schemas.SOURCE_COUNTS)))

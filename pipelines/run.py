@@ -1,0 +1,137 @@
+"""Building and running a fleetcast pipeline from a RunConfig.
+
+    tables = pipeline | ReadCanonicalTables(config, work_dir)   # machines, instances, usage
+    outputs = {**tables, **stage outputs ...}                    # overcommit, lifetime, ...
+    each output | WriteTable(...)                                # Parquet or BigQuery
+
+Every stage reads the canonical tables, so a run configured with only a source writes the
+canonical tables, the dead letters and the per-source counts; later stages add their tables.
+"""
+
+import dataclasses
+import logging
+from typing import Dict, Optional
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from configs import fleetcast_pb2
+from pipelines import azure_packing, azure_v1, google_v3, schemas, sinks
+from pipelines.dead_letters import SummarizeCounts
+
+SYNTHETIC_TRACE_DIR = "synthetic_trace"
+GOOGLE_V3_TABLES = ("instance_events", "instance_usage", "machine_events",
+                    "collection_events")
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    """Where a run's tables go: a Parquet root directory or a BigQuery dataset."""
+
+    parquet_dir: Optional[str] = None
+    bigquery_dataset: Optional[str] = None
+
+    @classmethod
+    def of(cls, config, output_dir: str) -> "OutputSpec":
+        sink = config.output.WhichOneof("sink") if config.HasField("output") else None
+        if sink == "bigquery_dataset":
+            return cls(bigquery_dataset=config.output.bigquery_dataset)
+        if sink == "parquet_dir":
+            return cls(parquet_dir=config.output.parquet_dir)
+        return cls(parquet_dir=output_dir)
+
+    def sink(self, name: str) -> sinks.WriteTable:
+        schema = schemas.TABLES[name]
+        if self.parquet_dir is not None:
+            return sinks.WriteTable(schema, parquet_dir=FileSystems.join(self.parquet_dir, name))
+        return sinks.WriteTable(schema, bigquery_table=f"{self.bigquery_dataset}.{name}")
+
+
+def synthetic_as_google_v3(config, work_dir: str) -> fleetcast_pb2.GoogleV3Source:
+    """Generates the configured synthetic trace under work_dir and returns the source that
+    reads it (the same Google v3 files a user would export)."""
+    from pipelines import synthetic  # the generator is only needed for this source
+
+    trace_dir = FileSystems.join(work_dir, SYNTHETIC_TRACE_DIR)
+    options = config.synthetic
+    kwargs = dict(machines=options.machines, days=options.days, seed=options.seed)
+    if options.HasField("arrival_rate_per_machine_hour"):
+        kwargs["arrival_rate_per_machine_hour"] = options.arrival_rate_per_machine_hour
+    sinks.clear_dir(trace_dir)
+    synthetic.generate(trace_dir, **kwargs)
+    source = fleetcast_pb2.GoogleV3Source()
+    for table in GOOGLE_V3_TABLES:
+        getattr(source, table).path = FileSystems.join(trace_dir, table, "*")
+    return source
+
+
+class ReadCanonicalTables(beam.PTransform):
+    """RunConfig → {machines, instances, usage, dead_letters, source_counts} PCollections of
+    Arrow tables, from the configured source or from loaded intermediate tables."""
+
+    def __init__(self, config, work_dir: str):
+        super().__init__()
+        self._config = config
+        self._work_dir = work_dir
+
+    def _source(self):
+        config = self._config
+        which = config.WhichOneof("source")
+        if which == "google_v3":
+            return google_v3.ReadGoogleV3(config.google_v3)
+        if which == "synthetic":
+            return google_v3.ReadGoogleV3(synthetic_as_google_v3(config, self._work_dir))
+        if which == "azure_v1":
+            return azure_v1.ReadAzureV1(config.azure_v1)
+        if which == "azure_packing_2020":
+            return azure_packing.ReadAzurePacking2020(config.azure_packing_2020)
+        return None
+
+    def expand(self, pbegin):
+        source = self._source()
+        read = pbegin | "ReadSource" >> source if source else {}
+        tables = {}
+        for name in schemas.CANONICAL:
+            load = getattr(self._config, name)
+            if load.HasField("input"):
+                tables[name] = pbegin | f"Load{name}" >> sinks.ReadTable(
+                    load.input, schemas.CANONICAL[name])
+            elif name in read:
+                tables[name] = read[name]
+            else:
+                tables[name] = pbegin | f"No{name}" >> beam.Create([])
+        empty = pbegin | "NoDeadLetters" >> beam.Create([])
+        tables["dead_letters"] = read.get("dead_letters", empty)
+        counts = read.get("counts", pbegin | "NoCounts" >> beam.Create([]))
+        tables["source_counts"] = counts | "SourceCounts" >> SummarizeCounts()
+        return tables
+
+
+def build(pipeline: beam.Pipeline, config, output: OutputSpec,
+          work_dir: str) -> Dict[str, beam.PCollection]:
+    """Adds the whole run to `pipeline`; returns the output PCollections by table name."""
+    outputs = dict(pipeline | "Canonical" >> ReadCanonicalTables(config, work_dir))
+    for name in schemas.CANONICAL:
+        load_or_write = getattr(config, name)
+        if load_or_write.HasField("output"):
+            outputs[name] | f"Copy{name}" >> sinks.WriteTable.to_location(
+                load_or_write.output, schemas.CANONICAL[name])
+    for name, tables in outputs.items():
+        if output.parquet_dir is not None:
+            sinks.clear_dir(FileSystems.join(output.parquet_dir, name))
+        tables | f"Write{name}" >> output.sink(name)
+    return outputs
+
+
+def run(config, output_dir: str, beam_args=()):
+    """Runs `config` to completion with the given Beam pipeline options.
+
+    Returns (OutputSpec, names of the tables written).
+    """
+    output = OutputSpec.of(config, output_dir)
+    options = PipelineOptions(list(beam_args))
+    logging.info("fleetcast: writing to %s", output.parquet_dir or output.bigquery_dataset)
+    with beam.Pipeline(options=options) as pipeline:
+        outputs = build(pipeline, config, output, output_dir)
+    return output, sorted(outputs)

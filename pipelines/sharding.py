@@ -1,0 +1,43 @@
+"""Stable sharding of Arrow tables, so related rows meet in one Beam element.
+
+Sources group rows by a hash of a key (a collection id, a VM id, a deployment id) into a
+fixed number of shards; each shard is then processed with numpy as one element. The hashes
+are stable across processes and runs, so every runner groups the same way.
+"""
+
+import zlib
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def shard_of_ints(keys: np.ndarray, num_shards: int) -> np.ndarray:
+    """int64[n] shards of integer keys (Fibonacci hashing)."""
+    mixed = np.asarray(keys).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return ((mixed >> np.uint64(33)) % np.uint64(num_shards)).astype(np.int64)
+
+
+def shard_of_strings(keys, num_shards: int) -> np.ndarray:
+    """int64[n] shards of string keys (CRC-32 of each distinct value; nulls hash as "")."""
+    encoded = pc.dictionary_encode(pa.chunked_array([keys]) if isinstance(keys, pa.Array)
+                                   else keys).combine_chunks()
+    hashes = np.array([zlib.crc32((v or "").encode()) % num_shards
+                       for v in encoded.dictionary.to_pylist()] or [0], dtype=np.int64)
+    indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    null_shard = zlib.crc32(b"") % num_shards
+    return np.where(np.asarray(pc.is_null(encoded.indices)), null_shard, hashes[indices])
+
+
+def split_table(table: pa.Table, shards: np.ndarray):
+    """Yields (shard, sub-table) for every shard that has rows, rows in table order."""
+    order = np.argsort(shards, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(shards[order])) + 1):
+        if len(rows):
+            yield int(shards[rows[0]]), table.take(pa.array(rows))
+
+
+def concat(tables, schema: pa.Schema) -> pa.Table:
+    """The rows of all `tables` (possibly none) as one table of `schema`."""
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else schema.empty_table()

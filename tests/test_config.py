@@ -1,0 +1,116 @@
+"""The config schema: generated code never drifts; errors name the field at fault."""
+
+import glob
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from configs import fleetcast_pb2
+from pipelines import config as run_config
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_generated_module_matches_the_proto(tmp_path):
+    subprocess.run([sys.executable, str(REPO / "scripts" / "gen_proto.py"), "--out",
+                    str(tmp_path)], check=True, capture_output=True)
+    generated = tmp_path / "configs" / "fleetcast_pb2.py"
+    # The descriptor embedded in the module is the schema; compare it byte for byte. (The
+    # file's header names the compiler version, which may differ between machines.)
+    source = generated.read_text()
+    committed = (REPO / "configs" / "fleetcast_pb2.py").read_text()
+
+    def serialized_descriptor(text):
+        start = text.index("AddSerializedFile(") + len("AddSerializedFile(")
+        return text[start:text.index(")\n", start)]
+
+    assert serialized_descriptor(source) == serialized_descriptor(committed), (
+        "configs/fleetcast_pb2.py is stale: run `python scripts/gen_proto.py`")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(str(REPO / "configs" / "*.textproto"))))
+def test_shipped_configs_are_valid(path, monkeypatch):
+    monkeypatch.chdir(REPO)  # configs name paths relative to the repository root
+    config = run_config.load_config(path, check_inputs=False)
+    assert run_config.validate(config, check_inputs=False) == []
+
+
+def _problems(text, check_inputs=False):
+    return [str(p) for p in run_config.validate(run_config.parse_config(text),
+                                                check_inputs=check_inputs)]
+
+
+def test_syntax_error_names_line_and_field():
+    with pytest.raises(run_config.ConfigError) as error:
+        run_config.parse_config('synthetic {\n  machine: 3\n}', "bad.textproto")
+    message = str(error.value)
+    assert "bad.textproto" in message and "line 2" in message and "machine" in message
+
+
+def test_missing_source_is_reported():
+    assert _problems("") == [
+        "source: no source (google_v3, azure_v1, azure_packing_2020, synthetic) and no loaded "
+        "canonical table"]
+
+
+def test_missing_input_path_fails_fast(tmp_path):
+    text = f'google_v3 {{ instance_events {{ path: "{tmp_path}/nothing-*.json.gz" }} }}'
+    problems = _problems(text, check_inputs=True)
+    assert problems == [f"google_v3.instance_events.path: no file matches "
+                        f"'{tmp_path}/nothing-*.json.gz'"]
+
+
+def test_load_config_reports_missing_file(tmp_path):
+    with pytest.raises(run_config.ConfigError, match="config file does not exist"):
+        run_config.load_config(str(tmp_path / "absent.textproto"))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("synthetic { machines: 0 }", "synthetic.machines: must be > 0, got 0"),
+    ("synthetic {} metric { cpu_percentile: 95 } fortune_teller { name: 'x' oracle {} }", None),
+    ("synthetic {} metric { cpu_percentile: 42 }",
+     "metric.cpu_percentile: must be one of 0, 10, ..., 100 or 91..99, got 42"),
+    ("synthetic {} filter { priority_range { lower_bound: 5 upper_bound: 1 } }",
+     "filter.priority_range: lower_bound 5 > upper_bound 1"),
+    ("synthetic {} fortune_teller { name: 'a' oracle {} } fortune_teller { name: 'a' "
+     "predictor { borg_default {} } }", "fortune_teller[1].name: 'a' is used twice"),
+    ("synthetic {} fortune_teller { name: 'p' predictor { max_of { predictors { rc_like { "
+     "percentile: 120 } } } } }",
+     "fortune_teller[0].predictor.max_of.predictors[0].rc_like.percentile: must be in "
+     "[0, 100], got 120.0"),
+    ("synthetic {} fortune_teller { name: 'p' }",
+     "fortune_teller[0]: names neither oracle nor predictor"),
+    ("azure_v1 { vmtable: 'x' } fortune_teller { name: 'o' oracle {} }",
+     "fortune_teller: needs a usage table: the source gives none and usage is not loaded"),
+    ("azure_v1 { vmtable: 'x' } placement { policy: BEST_FIT lifetime_source { oracle: true } }",
+     "placement.host_shape: is required: this trace has no hosts"),
+    ("synthetic {} placement { policy: LAVA lifetime_source { noisy_oracle_accuracy: 1.5 } }",
+     "placement.lifetime_source[0].noisy_oracle_accuracy: must be in [0, 1], got 1.5"),
+    ("synthetic {} placement { policy: LAVA lifetime_source { uptime_model: true } }",
+     "placement.lifetime_source[0]: uptime_model needs a lifetime_model stage"),
+    ("synthetic {} lifetime_model { train_fraction: 1 }",
+     "lifetime_model.train_fraction: must be in (0, 1), got 1.0"),
+    ("synthetic {} output { bigquery_dataset: 'a.b.c' }",
+     "output.bigquery_dataset: must be 'dataset' or 'project:dataset', got 'a.b.c'"),
+    ("usage { input { bigquery_table: 'nodot' } } fortune_teller { name: 'o' oracle {} }",
+     "usage.input.bigquery_table: must be 'dataset.table' or 'project:dataset.table'"),
+])
+def test_validation_names_the_field(text, expected):
+    problems = _problems(text)
+    if expected is None:
+        assert problems == []
+    else:
+        assert expected in problems, problems
+
+
+def test_cli_validate_exits_2_and_names_the_field(tmp_path):
+    path = tmp_path / "bad.textproto"
+    path.write_text("synthetic { days: -1 }")
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "validate", str(path)],
+                            capture_output=True, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 2
+    assert "synthetic.days: must be > 0, got -1.0" in result.stderr
