@@ -20,7 +20,8 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
-from pipelines.dead_letters import COUNTS, DEAD_LETTERS, counts, dead_letter_table
+from pipelines.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, SplitByTag, counts,
+                                    dead_letter_table)
 
 SOURCE = "azure_packing_2020"
 DAY_US = 86_400 * 1_000_000
@@ -121,18 +122,14 @@ def _chunk(rows, sizes, pool, machine_type):
     return instances, dead, (len(rows), n, len(reasons))
 
 
-class _ReadSqlite(beam.DoFn):
-    def __init__(self, machine_type_id):
-        self._machine_type_id = machine_type_id
-
-    def process(self, path):
-        for instances, dead, (read, kept, rejected) in read_packing_trace(
-                path, self._machine_type_id):
-            yield beam.pvalue.TaggedOutput(COUNTS, counts(SOURCE, "vm", read, kept, rejected))
-            if dead.num_rows:
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead)
-            if instances.num_rows:
-                yield instances
+def read_tagged(path: str, machine_type_id):
+    """(tag, value) pairs of the packing trace: instances, dead letters and counts."""
+    for instances, dead, (read, kept, rejected) in read_packing_trace(path, machine_type_id):
+        yield COUNTS, counts(SOURCE, "vm", read, kept, rejected)
+        if dead.num_rows:
+            yield DEAD_LETTERS, dead
+        if instances.num_rows:
+            yield ROWS, instances
 
 
 class ReadAzurePacking2020(beam.PTransform):
@@ -149,11 +146,11 @@ class ReadAzurePacking2020(beam.PTransform):
         read = (
             pbegin
             | "Path" >> beam.Create([self._source.sqlite_path])
-            | "ReadSqlite" >> beam.ParDo(_ReadSqlite(machine_type)).with_outputs(
-                DEAD_LETTERS, COUNTS, main="instances"))
+            | "ReadSqlite" >> beam.FlatMap(read_tagged, machine_type)
+            | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))
         return {
             "machines": pbegin | "NoMachines" >> beam.Create([]),
-            "instances": read.instances,
+            "instances": read[ROWS],
             "usage": pbegin | "NoUsage" >> beam.Create([]),
             "dead_letters": read[DEAD_LETTERS],
             "counts": read[COUNTS],

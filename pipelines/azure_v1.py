@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import schemas, sharding
-from pipelines.dead_letters import (COUNTS, DEAD_LETTERS, ChunkParser, ParseChunks, RowError,
-                                    to_float)
+from pipelines.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, ChunkParser, ParseChunks,
+                                    RowError, to_float)
 from pipelines.readers import ReadFileChunks
 from configs import fleetcast_pb2
 
@@ -202,9 +202,8 @@ class ReadAzureV1(beam.PTransform):
             pbegin
             | f"Read{name}" >> ReadFileChunks(path, fleetcast_pb2.TableInput.CSV,
                                               fieldnames=list(columns))
-            | f"Parse{name}" >> beam.ParDo(ParseChunks(parser)).with_outputs(
-                DEAD_LETTERS, COUNTS, main="rows"))
-        return parsed.rows, parsed[DEAD_LETTERS], parsed[COUNTS]
+            | f"Parse{name}" >> ParseChunks(parser))
+        return parsed[ROWS], parsed[DEAD_LETTERS], parsed[COUNTS]
 
     def expand(self, pbegin):
         source = self._source

@@ -163,7 +163,8 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
         _validate_lifetime(check, config.lifetime_model)
     if config.HasField("placement"):
         _validate_placement(check, config, source)
-    if config.HasField("output") and config.output.WhichOneof("sink") == "bigquery_dataset":
+    check.positive(config.output, "num_shards", "output")
+    if config.output.WhichOneof("sink") == "bigquery_dataset":
         dataset = config.output.bigquery_dataset
         check.require(dataset and "." not in dataset.split(":")[-1], "output.bigquery_dataset",
                       f"must be 'dataset' or 'project:dataset', got {dataset!r}")

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from pipelines import schemas
 
+ROWS = "rows"
 DEAD_LETTERS = "dead_letters"
 COUNTS = "counts"
 
@@ -140,22 +141,50 @@ class ChunkParser:
         return table, dead_letter_table(self.source, self.table, reasons, raws)
 
 
-class ParseChunks(beam.DoFn):
-    """RowChunk → valid rows (main output), dead letters and counts (tagged outputs)."""
+class SplitByTag(beam.PTransform):
+    """PCollection of (tag, value) pairs → {tag: PCollection of values}.
+
+    fleetcast's DoFns emit (tag, value) pairs instead of using Beam's tagged outputs:
+    Beam 2.77's DaskRunner delivers every tagged output of a multi-output ParDo to every
+    consumer, which would mix rows, dead letters and counts.
+    """
+
+    def __init__(self, tags):
+        super().__init__()
+        self._tags = tuple(tags)
+
+    def expand(self, pairs):
+        return {tag: pairs | f"Select{tag}" >> beam.FlatMap(_values_of, tag)
+                for tag in self._tags}
+
+
+def _values_of(pair, tag):
+    if pair[0] == tag:
+        yield pair[1]
+
+
+class ParseChunks(beam.PTransform):
+    """PCollection[RowChunk] → {rows, dead_letters, counts} PCollections."""
 
     def __init__(self, parser: ChunkParser):
+        super().__init__()
         self._parser = parser
 
-    def process(self, chunk):
-        table, dead = self._parser.parse(chunk)
-        read = len(chunk.rows) + len(chunk.undecodable)
-        yield beam.pvalue.TaggedOutput(
-            COUNTS, counts(self._parser.source, self._parser.table, read, table.num_rows,
-                           dead.num_rows))
-        if dead.num_rows:
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead)
-        if table.num_rows:
-            yield table
+    def expand(self, chunks):
+        return (chunks
+                | "Parse" >> beam.FlatMap(parse_tagged, self._parser)
+                | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))
+
+
+def parse_tagged(chunk, parser: ChunkParser):
+    """(tag, value) pairs of one parsed RowChunk: rows, dead letters, counts."""
+    table, dead = parser.parse(chunk)
+    read = len(chunk.rows) + len(chunk.undecodable)
+    yield COUNTS, counts(parser.source, parser.table, read, table.num_rows, dead.num_rows)
+    if dead.num_rows:
+        yield DEAD_LETTERS, dead
+    if table.num_rows:
+        yield ROWS, table
 
 
 def sum_counts(values: Iterable[tuple]) -> tuple:

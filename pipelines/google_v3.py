@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import join, schemas, sharding
-from pipelines.dead_letters import (COUNTS, DEAD_LETTERS, ChunkParser, ParseChunks, RowError,
-                                    counts, dead_letter_table, get_field, to_enum, to_float,
-                                    to_int)
+from pipelines.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, ChunkParser, ParseChunks,
+                                    RowError, SplitByTag, counts, dead_letter_table, get_field,
+                                    to_enum, to_float, to_int)
 from pipelines.readers import ReadTableChunks
 
 SOURCE = "google_v3"
@@ -327,32 +327,27 @@ def join_usage(events: pa.Table, usage: pa.Table):
     return table, dead
 
 
-class _BuildShard(beam.DoFn):
-    """(shard, {events, usage, collections}) → instances, usage and their dead letters."""
-
-    def __init__(self, pool: str):
-        self._pool = pool
-
-    def process(self, element):
-        _, grouped = element
-        events = sharding.concat(grouped["events"], INSTANCE_EVENTS)
-        usage = sharding.concat(grouped["usage"], INSTANCE_USAGE)
-        collections = sharding.concat(grouped["collections"], COLLECTION_EVENTS)
-        if events.num_rows:
-            instances, dead = build_instances(events, collections, self._pool)
-            if instances.num_rows:
-                yield instances
-            if dead.num_rows:
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead)
-        if usage.num_rows:
-            joined, dead = join_usage(events, usage)
-            yield beam.pvalue.TaggedOutput(
-                COUNTS, counts(SOURCE, "usage_join", usage.num_rows, joined.num_rows,
-                               dead.num_rows))
-            if joined.num_rows:
-                yield beam.pvalue.TaggedOutput("usage", joined)
-            if dead.num_rows:
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead)
+def build_shard(element, pool: str):
+    """(shard, {events, usage, collections}) → (tag, table) pairs: instances, usage, dead
+    letters and the join's counts."""
+    _, grouped = element
+    events = sharding.concat(grouped["events"], INSTANCE_EVENTS)
+    usage = sharding.concat(grouped["usage"], INSTANCE_USAGE)
+    collections = sharding.concat(grouped["collections"], COLLECTION_EVENTS)
+    if events.num_rows:
+        instances, dead = build_instances(events, collections, pool)
+        if instances.num_rows:
+            yield "instances", instances
+        if dead.num_rows:
+            yield DEAD_LETTERS, dead
+    if usage.num_rows:
+        joined, dead = join_usage(events, usage)
+        yield COUNTS, counts(SOURCE, "usage_join", usage.num_rows, joined.num_rows,
+                             dead.num_rows)
+        if joined.num_rows:
+            yield "usage", joined
+        if dead.num_rows:
+            yield DEAD_LETTERS, dead
 
 
 class ReadGoogleV3(beam.PTransform):
@@ -371,12 +366,10 @@ class ReadGoogleV3(beam.PTransform):
         if table_input.WhichOneof("input") is None:
             empty = pbegin | f"No{name}" >> beam.Create([])
             return empty, empty, empty
-        parsed = (
-            pbegin
-            | f"Read{name}" >> ReadTableChunks(table_input)
-            | f"Parse{name}" >> beam.ParDo(ParseChunks(parser)).with_outputs(
-                DEAD_LETTERS, COUNTS, main="rows"))
-        return parsed.rows, parsed[DEAD_LETTERS], parsed[COUNTS]
+        parsed = (pbegin
+                  | f"Read{name}" >> ReadTableChunks(table_input)
+                  | f"Parse{name}" >> ParseChunks(parser))
+        return parsed[ROWS], parsed[DEAD_LETTERS], parsed[COUNTS]
 
     def expand(self, pbegin):
         pool = self._source.pool
@@ -396,13 +389,13 @@ class ReadGoogleV3(beam.PTransform):
             {"events": keyed(events, "Events"), "usage": keyed(usage, "Usage"),
              "collections": keyed(collections, "Collections")}
             | "GroupByCollectionShard" >> beam.CoGroupByKey()
-            | "BuildInstancesAndJoinUsage" >> beam.ParDo(_BuildShard(pool)).with_outputs(
-                "usage", DEAD_LETTERS, COUNTS, main="instances"))
+            | "BuildInstancesAndJoinUsage" >> beam.FlatMap(build_shard, pool)
+            | "SplitShardOutputs" >> SplitByTag(("instances", "usage", DEAD_LETTERS, COUNTS)))
         dead_letters = (
             (events_dead, usage_dead, coll_dead, machines_dead, built[DEAD_LETTERS])
             | "FlattenDeadLetters" >> beam.Flatten())
         all_counts = (
             (events_counts, usage_counts, coll_counts, machines_counts, built[COUNTS])
             | "FlattenCounts" >> beam.Flatten())
-        return {"machines": machines, "instances": built.instances, "usage": built.usage,
+        return {"machines": machines, "instances": built["instances"], "usage": built["usage"],
                 "dead_letters": dead_letters, "counts": all_counts}

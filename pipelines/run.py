@@ -31,20 +31,21 @@ class OutputSpec:
 
     parquet_dir: Optional[str] = None
     bigquery_dataset: Optional[str] = None
+    num_shards: int = 4
 
     @classmethod
     def of(cls, config, output_dir: str) -> "OutputSpec":
-        sink = config.output.WhichOneof("sink") if config.HasField("output") else None
+        sink = config.output.WhichOneof("sink")
         if sink == "bigquery_dataset":
             return cls(bigquery_dataset=config.output.bigquery_dataset)
-        if sink == "parquet_dir":
-            return cls(parquet_dir=config.output.parquet_dir)
-        return cls(parquet_dir=output_dir)
+        return cls(parquet_dir=config.output.parquet_dir if sink == "parquet_dir" else output_dir,
+                   num_shards=config.output.num_shards)
 
     def sink(self, name: str) -> sinks.WriteTable:
         schema = schemas.TABLES[name]
         if self.parquet_dir is not None:
-            return sinks.WriteTable(schema, parquet_dir=FileSystems.join(self.parquet_dir, name))
+            return sinks.WriteTable(schema, parquet_dir=FileSystems.join(self.parquet_dir, name),
+                                    num_shards=self.num_shards)
         return sinks.WriteTable(schema, bigquery_table=f"{self.bigquery_dataset}.{name}")
 
 
@@ -108,6 +109,30 @@ class ReadCanonicalTables(beam.PTransform):
         return tables
 
 
+def stages(config, work_dir: str):
+    """(label, PTransform) for every configured analysis stage, in run order.
+
+    A stage takes the dict of tables built so far (canonical tables and earlier stages'
+    outputs) and returns a dict of new tables by output name; a "dead_letters" entry joins the
+    run's one dead-letter table.
+    """
+    configured = []
+    return configured
+
+
+def add_stage_outputs(outputs: Dict[str, beam.PCollection], new: Dict[str, beam.PCollection],
+                      label: str):
+    """Merges a stage's tables into `outputs` (dead letters are flattened together)."""
+    for name, tables in new.items():
+        if name == "dead_letters":
+            outputs[name] = ((outputs[name], tables)
+                             | f"{label}DeadLetters" >> beam.Flatten())
+        elif name in outputs:
+            raise ValueError(f"stage {label} writes table {name!r} a second time")
+        else:
+            outputs[name] = tables
+
+
 def build(pipeline: beam.Pipeline, config, output: OutputSpec,
           work_dir: str) -> Dict[str, beam.PCollection]:
     """Adds the whole run to `pipeline`; returns the output PCollections by table name."""
@@ -117,10 +142,21 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
         if load_or_write.HasField("output"):
             outputs[name] | f"Copy{name}" >> sinks.WriteTable.to_location(
                 load_or_write.output, schemas.CANONICAL[name])
+    for label, stage in stages(config, work_dir):
+        add_stage_outputs(outputs, dict(outputs) | label >> stage, label)
+    written = []
     for name, tables in outputs.items():
         if output.parquet_dir is not None:
             sinks.clear_dir(FileSystems.join(output.parquet_dir, name))
-        tables | f"Write{name}" >> output.sink(name)
+        result = tables | f"Write{name}" >> output.sink(name)
+        if isinstance(result, beam.PCollection):
+            written.append(result)
+    # One final step downstream of every file sink: Beam's DaskRunner computes only the graph
+    # of the last transform, so without it a multi-table run would write a single table.
+    if written:
+        _ = (tuple(written)
+             | "AllFilesWritten" >> beam.Flatten()
+             | "CountFilesWritten" >> beam.combiners.Count.Globally())
     return outputs
 
 
@@ -132,6 +168,14 @@ def run(config, output_dir: str, beam_args=()):
     output = OutputSpec.of(config, output_dir)
     options = PipelineOptions(list(beam_args))
     logging.info("fleetcast: writing to %s", output.parquet_dir or output.bigquery_dataset)
-    with beam.Pipeline(options=options) as pipeline:
-        outputs = build(pipeline, config, output, output_dir)
+    pipeline = beam.Pipeline(options=options)
+    outputs = build(pipeline, config, output, output_dir)
+    result = pipeline.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        # The DaskRunner opens a client of its own and leaves it reconnecting forever.
+        client = getattr(result, "client", None)
+        if client is not None:
+            client.close()
     return output, sorted(outputs)

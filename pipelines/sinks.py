@@ -1,12 +1,22 @@
 """Writing fleetcast tables: Parquet datasets (default) or BigQuery tables.
 
 Every table has a declared Arrow schema (pipelines.schemas.TABLES). A PCollection of Arrow
-tables is conformed to that schema, then written as <dir>/<name>/part-SSSSS-of-NNNNN.parquet
-or to the BigQuery table <dataset>.<name> with the equivalent BigQuery schema.
+tables is conformed to that schema, then written as <dir>/part-SSSSS-of-NNNNN.parquet or to the
+BigQuery table <dataset>.<name> with the equivalent BigQuery schema.
+
+Parquet goes through fleetcast's own shard writer rather than Beam's WriteToParquetBatched:
+Beam 2.77's file sinks lose every row on the DaskRunner (each recomputation of the sink's side
+inputs opens a new temporary directory, so the finalize step renames nothing). The shard
+writer needs only GroupByKey and ParDo, writes the same files on every runner, and works on any
+file system Beam knows (local, gs://, hdfs://, s3://).
 """
+
+import uuid
+import zlib
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
@@ -58,6 +68,67 @@ def clear_dir(path: str):
         FileSystems.delete([path])
 
 
+def shard_of_table(table: pa.Table, num_shards: int) -> int:
+    """A shard for a table from its content, so reruns place every table the same way."""
+    head = table.slice(0, 8).to_pylist()
+    return zlib.crc32(repr((table.num_rows, head)).encode()) % num_shards
+
+
+def shard_file_name(shard: int, num_shards: int) -> str:
+    return f"part-{shard:05d}-of-{num_shards:05d}.parquet"
+
+
+class _WriteShard(beam.DoFn):
+    """(shard, tables) → one Parquet file (an empty one for a shard with no tables).
+
+    Tables stream into the file one by one, so a shard need not fit in memory. The file is
+    written under a temporary name and renamed, so a retried shard replaces, never mixes.
+    """
+
+    def __init__(self, schema: pa.Schema, directory: str, num_shards: int):
+        self._schema = schema
+        self._directory = directory
+        self._num_shards = num_shards
+
+    def process(self, element):
+        shard, tables = element
+        path = FileSystems.join(self._directory, shard_file_name(shard, self._num_shards))
+        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        rows = 0
+        with FileSystems.create(temporary) as handle:
+            with pq.ParquetWriter(pa.PythonFile(handle, mode="w"), self._schema,
+                                  compression="snappy") as writer:
+                for table in tables:
+                    if table is not None:
+                        writer.write_table(table)
+                        rows += table.num_rows
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+        FileSystems.rename([temporary], [path])
+        yield path, rows
+
+
+class WriteParquetShards(beam.PTransform):
+    """PCollection[pa.Table] (already of `schema`) → `num_shards` Parquet files in
+    `directory`; outputs (file path, rows) per file."""
+
+    def __init__(self, schema: pa.Schema, directory: str, num_shards: int):
+        super().__init__()
+        self._schema = schema
+        self._directory = directory
+        self._num_shards = num_shards
+
+    def expand(self, tables):
+        n = self._num_shards
+        keyed = tables | "KeyByShard" >> beam.Map(lambda t: (shard_of_table(t, n), t))
+        # Every shard gets a file, so an empty table still has its schema on disk.
+        every_shard = tables.pipeline | "EveryShard" >> beam.Create([(i, None) for i in range(n)])
+        return ((keyed, every_shard)
+                | "Flatten" >> beam.Flatten()
+                | "GroupByShard" >> beam.GroupByKey()
+                | "WriteShards" >> beam.ParDo(_WriteShard(self._schema, self._directory, n)))
+
+
 class WriteTable(beam.PTransform):
     """PCollection[pa.Table] → one Parquet dataset directory or one BigQuery table.
 
@@ -65,15 +136,18 @@ class WriteTable(beam.PTransform):
       schema: the table's declared Arrow schema; every element is conformed to it.
       parquet_dir: the dataset directory (local or gs://); files are part-*.parquet in it.
       bigquery_table: "project:dataset.table" or "dataset.table".
+      num_shards: Parquet files per table.
     """
 
-    def __init__(self, schema: pa.Schema, parquet_dir: str = None, bigquery_table: str = None):
+    def __init__(self, schema: pa.Schema, parquet_dir: str = None, bigquery_table: str = None,
+                 num_shards: int = 4):
         super().__init__()
         if (parquet_dir is None) == (bigquery_table is None):
             raise ValueError("give exactly one of parquet_dir and bigquery_table")
         self.schema = schema
         self.parquet_dir = parquet_dir
         self.bigquery_table = bigquery_table
+        self.num_shards = num_shards
 
     @classmethod
     def to_location(cls, location, schema: pa.Schema):
@@ -85,9 +159,8 @@ class WriteTable(beam.PTransform):
     def expand(self, tables):
         conformed = tables | "Conform" >> beam.Map(conform, self.schema)
         if self.parquet_dir is not None:
-            return conformed | "WriteParquet" >> beam.io.WriteToParquetBatched(
-                file_path_prefix=FileSystems.join(self.parquet_dir, "part"),
-                schema=self.schema, codec="snappy", file_name_suffix=".parquet")
+            return conformed | "WriteParquet" >> WriteParquetShards(
+                self.schema, self.parquet_dir, self.num_shards)
         list_columns = [f.name for f in self.schema if pa.types.is_list(f.type)]
         return (
             conformed

@@ -1,0 +1,163 @@
+"""Benchmark of the lifetime models (predictor level, no Beam).
+
+Input: the real Azure V1 vmtable sample (../shared/data/azure_v1_vmtable_a.csv.gz, 259k VMs)
+as canonical instances. Prints:
+
+1. uptime-augmented examples generated per second, vectorized vs a per-row Python reference
+   on the same instances;
+2. wall time to train the uptime model on ~1M examples (paper defaults: up to 2000 trees,
+   32 leaves, early stopping), with `--num-threads` threads;
+3. µs per prediction of `predict_remaining`: single-VM calls, batches of 1,000 VMs, and the
+   exact `RemainingLifetimeCache` on a replay-like pattern (1,000 resident VMs repredicted
+   every simulated minute for an hour), each with its ratio against single calls.
+
+    python scripts/bench_lifetime.py            # full: all VMs, ~1M training examples
+    python scripts/bench_lifetime.py --quick    # 20k reference rows, ~200k examples, 100 trees
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from predictors.lifetime_examples import DAY_S, make_uptime_examples  # noqa: E402
+from predictors.uptime_lifetime_model import RemainingLifetimeCache, \
+    UptimeLifetimeModel  # noqa: E402
+
+VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
+                       "azure_v1_vmtable_a.csv.gz")
+COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
+           "avgcpu", "p95maxcpu", "vmcategory", "vmcorecount", "vmmemory"]
+
+
+def azure_instances(path: str) -> pd.DataFrame:
+    raw = pd.read_csv(path, header=None, names=COLUMNS)
+    instances = pd.DataFrame({
+        "instance_id": raw["vmid"].astype(str),
+        "start_time": np.round(raw["vmcreated"].to_numpy() * 1e6).astype(np.int64),
+        "end_time": pd.array(np.round(raw["vmdeleted"].to_numpy() * 1e6), dtype="Int64"),
+        "cpu_request": raw["vmcorecount"].astype(np.float64),
+        "memory_request": raw["vmmemory"].astype(np.float64),
+        "pool": "azure",
+        "deployment_id": raw["deploymentid"].astype(str),
+    })
+    instances["deployment_size"] = instances.groupby("deployment_id")["instance_id"] \
+        .transform("size").astype(np.int64)
+    return instances
+
+
+def per_row_examples(instances: pd.DataFrame, cap_s: float, fractions, min_remaining_s: float):
+    """Reference: the example semantics of make_uptime_examples, one Python loop step per
+    (instance, fraction)."""
+    observation_end_us = max(instances["start_time"].max(), instances["end_time"].max())
+    rows, uptimes, labels = [], [], []
+    for i, (start, end) in enumerate(zip(instances["start_time"], instances["end_time"])):
+        finished = not pd.isna(end)
+        duration_s = ((end if finished else observation_end_us) - start) / 1e6
+        for f in fractions:
+            remaining_s = duration_s - f * duration_s
+            if finished or remaining_s >= cap_s:
+                rows.append(i)
+                uptimes.append(f * duration_s)
+                labels.append(np.log10(min(max(remaining_s, min_remaining_s), cap_s)))
+    return np.array(rows), np.array(uptimes), np.array(labels)
+
+
+def timed(function, *args, **kwargs):
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def bench_examples(instances: pd.DataFrame, reference_rows: int) -> None:
+    (examples, _), seconds = timed(make_uptime_examples, instances)
+    subset = instances.iloc[:reference_rows].reset_index(drop=True)
+    (sub_examples, _), sub_seconds = timed(make_uptime_examples, subset)
+    (ref_row, _, ref_label), ref_seconds = timed(
+        per_row_examples, subset, sub_examples.cap_s, sub_examples.uptime_fractions,
+        sub_examples.min_remaining_s)
+    assert np.array_equal(ref_row, sub_examples.row)
+    assert np.allclose(ref_label, sub_examples.log10_remaining_s)
+    print(f"examples: {len(examples):,} from {len(instances):,} instances in {seconds:.2f} s "
+          f"= {len(examples) / seconds:,.0f} examples/s")
+    print(f"  same {len(subset):,} instances: vectorized {len(sub_examples) / sub_seconds:,.0f}"
+          f" examples/s, per-row reference {len(ref_row) / ref_seconds:,.0f} examples/s, "
+          f"ratio {ref_seconds / sub_seconds:,.0f}x")
+
+
+def bench_training(instances: pd.DataFrame, target_examples: int, num_trees: int,
+                   num_threads: int) -> UptimeLifetimeModel:
+    all_examples, _ = make_uptime_examples(instances)
+    fraction = min(1.0, target_examples / len(all_examples))
+    sample = instances[np.random.default_rng(0).random(len(instances)) < fraction]
+    examples, _ = make_uptime_examples(sample.reset_index(drop=True))
+    model = UptimeLifetimeModel(num_trees=num_trees, num_threads=num_threads)
+    _, seconds = timed(model.fit, examples)
+    print(f"training: {len(examples):,} examples, {len(model.feature_names)} features, "
+          f"{model.booster.num_trees()} trees kept (max {num_trees}, early stopping), "
+          f"{num_threads} threads: {seconds:.1f} s wall")
+    return model
+
+
+def bench_prediction(model: UptimeLifetimeModel, instances: pd.DataFrame) -> None:
+    rng = np.random.default_rng(1)
+    resident = instances.iloc[rng.choice(len(instances), 1000, replace=False)]
+    features = model.encode(resident)
+    uptime_s = 10 ** rng.uniform(1, np.log10(7 * DAY_S), len(features))
+
+    model.predict_remaining(features[:1], uptime_s[:1])
+    single_calls = 300
+    _, seconds = timed(lambda: [model.predict_remaining(features[i:i + 1], uptime_s[i:i + 1])
+                                for i in range(single_calls)])
+    single_us = seconds / single_calls * 1e6
+
+    repeats = 20
+    _, seconds = timed(lambda: [model.predict_remaining(features, uptime_s)
+                                for _ in range(repeats)])
+    batch_us = seconds / (repeats * len(features)) * 1e6
+
+    # Replay-like: the same 1,000 VMs repredicted every simulated minute for one hour.
+    cache, build_seconds = timed(RemainingLifetimeCache, model, features)
+    rows = np.arange(len(features))
+    minutes = 60
+
+    def replay():
+        for minute in range(minutes):
+            cache.predict_remaining_s(rows, uptime_s + 60.0 * minute)
+
+    _, replay_seconds = timed(replay)
+    cached_us = (build_seconds + replay_seconds) / (minutes * len(features)) * 1e6
+    check = cache.predict_remaining_s(rows, uptime_s + 60.0 * 7)
+    assert np.array_equal(check, model.predict_remaining(features, uptime_s + 60.0 * 7))
+
+    print(f"prediction ({model.booster.num_trees()} trees, "
+          f"predict_num_threads={model.predict_num_threads}):")
+    print(f"  single-VM call        {single_us:8.1f} us/prediction (reference)")
+    print(f"  batch of 1,000 VMs    {batch_us:8.2f} us/prediction, {single_us / batch_us:6.1f}x "
+          f"vs single calls")
+    print(f"  cached replay, 1,000 VMs x 60 minutes (incl. cache build and misses) "
+          f"{cached_us:.3f} us/prediction, {single_us / cached_us:,.0f}x vs single calls, "
+          f"{batch_us / cached_us:.1f}x vs uncached batches")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--num-threads", type=int, default=2)
+    args = parser.parse_args()
+    if not os.path.exists(VMTABLE):
+        sys.exit(f"missing {os.path.abspath(VMTABLE)} (the Azure V1 sample in shared/data)")
+    instances = azure_instances(VMTABLE)
+    bench_examples(instances, reference_rows=20_000 if args.quick else len(instances))
+    model = bench_training(instances, 200_000 if args.quick else 1_000_000,
+                           100 if args.quick else 2000, args.num_threads)
+    bench_prediction(model, instances)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Tests of predictors/lifetime_evaluation.py: metrics by hand and against brute force."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from predictors.lifetime_evaluation import average_precision, binary_classification_metrics, \
+    concordance_index, concordance_table, f1_by_uptime_quantile, log10_error_histogram, \
+    long_lived_metrics, precision_at_recall, roc_auc, threshold_at_recall
+from predictors.lifetime_examples import DAY_S, observed_lifetimes
+
+US = 10**6
+
+
+def _brute_force_c_index(duration, finished, predicted) -> float:
+    concordant = comparable = 0.0
+    for i, j in itertools.permutations(range(len(duration)), 2):
+        if finished[i] and (duration[i] < duration[j]
+                            or (duration[i] == duration[j] and not finished[j])):
+            comparable += 1
+            concordant += 1.0 if predicted[i] < predicted[j] else (
+                0.5 if predicted[i] == predicted[j] else 0.0)
+    return concordant / comparable if comparable else float("nan")
+
+
+def test_c_index_hand_case():
+    # Comparable: exit 0 with 1, 2, 3 (all concordant) and exit 2 with 3 (tied prediction);
+    # 1 is censored before 2 and 3 exit, so it is compared only with 0. C = 3.5 / 4.
+    duration = np.array([1.0, 2.0, 3.0, 4.0])
+    finished = np.array([True, False, True, True])
+    predicted = np.array([1.0, 5.0, 7.0, 7.0])
+    assert concordance_index(duration, finished, predicted) == pytest.approx(3.5 / 4)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_c_index_equals_brute_force_with_ties_and_censoring(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    duration = rng.integers(0, 8, n).astype(float)  # many tied durations
+    finished = rng.random(n) < 0.6
+    predicted = rng.integers(0, 6, n).astype(float)  # many tied predictions
+    expected = _brute_force_c_index(duration, finished, predicted)
+    result = concordance_index(duration, finished, predicted)
+    assert result == pytest.approx(expected, nan_ok=True)
+
+
+def test_binary_metrics_by_hand():
+    is_positive = np.array([True, False, True, True, False])
+    score = np.array([0.9, 0.8, 0.7, 0.4, 0.2])
+    row = binary_classification_metrics(is_positive, score, 0.5, recalls=(0.7,)).iloc[0]
+    # Predicted positive: the first three, two of them right, of three positives.
+    assert row["precision"] == pytest.approx(2 / 3)
+    assert row["recall"] == pytest.approx(2 / 3)
+    assert row["f1"] == pytest.approx(2 / 3)
+    # 4 of the 6 (positive, negative) pairs are ordered right.
+    assert row["auc"] == pytest.approx(4 / 6)
+    # Steps of recall 1/3 at precision 1, 2/3, 3/4.
+    assert row["average_precision"] == pytest.approx((1 + 2 / 3 + 3 / 4) / 3)
+    # Recall >= 0.7 needs all three positives: best precision 3/4.
+    assert row["precision_at_recall_0.70"] == pytest.approx(0.75)
+    assert row["n"] == 5 and row["n_positive"] == 3
+    # The highest score cut reaching the recall: 0.7 keeps 2 of 3 positives, 0.4 all 3.
+    assert threshold_at_recall(is_positive, score, 0.5) == 0.7
+    assert threshold_at_recall(is_positive, score, 0.7) == 0.4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_auc_ap_and_precision_at_recall_equal_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = 80
+    is_positive = rng.random(n) < 0.3
+    score = rng.integers(0, 10, n).astype(float)
+    positive, negative = score[is_positive], score[~is_positive]
+    pairs = positive[:, None] - negative[None, :]
+    assert roc_auc(is_positive, score) == pytest.approx(
+        ((pairs > 0).sum() + 0.5 * (pairs == 0).sum()) / pairs.size)
+    points = []
+    for threshold in sorted(set(score), reverse=True):
+        chosen = score >= threshold
+        points.append(((chosen & is_positive).sum() / chosen.sum(),
+                       (chosen & is_positive).sum() / is_positive.sum()))
+    precision, recall = map(np.array, zip(*points))
+    assert average_precision(is_positive, score) == pytest.approx(
+        np.sum(np.diff(np.r_[0, recall]) * precision))
+    assert precision_at_recall(is_positive, score, 0.8) == pytest.approx(
+        precision[recall >= 0.8].max())
+
+
+class _Oracle:
+    """Predicts the true remaining lifetime (clipped like the labels)."""
+
+    def __init__(self, observation_end_us=None):
+        self.observation_end_us = observation_end_us
+
+    def encode(self, instances):
+        duration_s, _ = observed_lifetimes(instances, self.observation_end_us)
+        return duration_s
+
+    def predict_remaining(self, features, uptime_s):
+        return np.clip(features - uptime_s, 1.0, 7 * DAY_S)
+
+
+def _instances(lifetime_days, censored=()):
+    n = len(lifetime_days)
+    end = (np.asarray(lifetime_days) * DAY_S * US).astype(np.int64)
+    return pd.DataFrame({
+        "instance_id": [f"i{i}" for i in range(n)],
+        "start_time": np.zeros(n, dtype=np.int64),
+        "end_time": pd.array([None if i in censored else e for i, e in enumerate(end)],
+                             dtype="Int64"),
+    })
+
+
+def test_oracle_has_perfect_f1_at_every_uptime_and_zero_error():
+    instances = _instances([0.01, 0.5, 3, 6.5, 7.5, 9, 20, 30])
+    f1 = f1_by_uptime_quantile(_Oracle(), instances, decision_threshold_s=7 * DAY_S)
+    assert list(f1["quantile"]) == list(range(20))
+    np.testing.assert_allclose(f1["uptime_fraction"], np.arange(20) / 20)
+    np.testing.assert_array_equal(f1["f1"], np.ones(20))
+    histogram = log10_error_histogram(_Oracle(), instances)
+    assert histogram["initial_count"].tolist()[0] == 8
+    assert histogram["with_repredictions_count"].tolist()[0] == 8 * 20
+    assert histogram["initial_count"].sum() == 8
+
+
+def test_long_lived_metrics_leave_out_instances_censored_before_the_threshold():
+    # Observed until day 40: i1 censored after 40 days (known long), i2 started on day 38.
+    instances = _instances([1, 40, 2, 10])
+    instances.loc[2, "start_time"] = int(38 * DAY_S * US)
+    instances["end_time"] = pd.array([int(DAY_S * US), None, None, int(10 * DAY_S * US)],
+                                     dtype="Int64")
+    end_us = int(40 * DAY_S * US)
+    row = long_lived_metrics(_Oracle(end_us), instances, observation_end_us=end_us,
+                             decision_threshold_s=7 * DAY_S).iloc[0]
+    assert row["n"] == 3 and row["n_positive"] == 2
+    assert row["f1"] == 1.0 and row["threshold_s"] == 7 * DAY_S
+
+
+def test_concordance_table_censors_at_the_cap():
+    instances = _instances([1, 2, 3, 8, 9])
+    table = concordance_table({"oracle": _Oracle()}, instances)
+    # 8 and 9 days are censored at the 7-day cap, and the oracle's clipped predictions tie
+    # there: only pairs with an exit before the cap count, and the oracle orders them all.
+    assert table.to_dict("records") == [{"model": "oracle", "n": 5, "c_index": 1.0}]
+
+
+class _ProbabilityOracle(_Oracle):
+    """A classifier whose P(long) grows with the true lifetime."""
+
+    def predict_proba_long(self, features):
+        return features / features.max()
+
+
+def test_concordance_table_scores_a_classifier_by_its_probability():
+    instances = _instances([1, 2, 3, 8, 9])
+    table = concordance_table({"la": _ProbabilityOracle()}, instances)
+    assert table["c_index"].tolist() == [1.0]

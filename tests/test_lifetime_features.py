@@ -1,0 +1,90 @@
+"""Tests of predictors/lifetime_features.py."""
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from pipelines import schemas
+from predictors.lifetime_features import NULL_CATEGORY, OTHER_CATEGORY, FeatureEncoder, \
+    available_features, derive_features
+
+
+def _instances(**columns) -> pd.DataFrame:
+    n = len(next(iter(columns.values())))
+    base = {"instance_id": [f"i{i}" for i in range(n)], "start_time": np.zeros(n, np.int64),
+            "end_time": np.full(n, 10**9, np.int64)}
+    return pd.DataFrame({**base, **columns})
+
+
+def test_rare_categories_collapse_into_other_and_unknown_maps_to_other():
+    users = ["a"] * 12 + ["b"] * 10 + ["c"] * 9
+    encoder = FeatureEncoder(min_category_count=10, features=["user"]).fit(
+        _instances(user=users))
+    assert encoder.categories_ == {"user": ["a", "b"]}
+    codes = encoder.transform(_instances(user=["a", "b", "c", "never-seen", None]))
+    # 0 is "other": rare in training (c), unseen, and null (absent from training).
+    np.testing.assert_array_equal(codes[:, 0], [1, 2, 0, 0, 0])
+
+
+def test_null_is_a_category_and_integral_floats_read_as_integers():
+    # A nullable int column that arrived as float64 with NaN (pandas' default for Arrow).
+    priorities = [200.0] * 10 + [np.nan] * 10 + [0.0] * 3
+    encoder = FeatureEncoder(min_category_count=10, features=["priority"]).fit(
+        _instances(priority=priorities))
+    assert encoder.categories_["priority"] == sorted(["200", NULL_CATEGORY])
+    as_ints = _instances(priority=pd.array([200, None, 0], dtype="Int64"))
+    code_of = {c: i + 1 for i, c in enumerate(encoder.categories_["priority"])}
+    np.testing.assert_array_equal(encoder.transform(as_ints)[:, 0],
+                                  [code_of["200"], code_of[NULL_CATEGORY], 0])
+    assert OTHER_CATEGORY not in encoder.categories_["priority"]
+
+
+def test_derived_time_and_request_features_exact():
+    start_s = np.array([2 * 86400 + 5 * 3600 + 1800, 6 * 86400 + 23 * 3600 + 3599, -3600])
+    frame = _instances(cpu_request=[2.0, 0.5, np.nan], memory_request=[3.5, 0.25, 1.0])
+    frame["start_time"] = (start_s * 10**6).astype(np.int64)
+    derived = derive_features(frame)
+    np.testing.assert_array_equal(derived["start_hour_of_day"], [5, 23, 23])
+    np.testing.assert_array_equal(derived["start_day_of_week"], [2, 6, 6])
+    assert list(derived["request_shape"]) == ["2x3.5", "0.5x0.25", NULL_CATEGORY]
+    np.testing.assert_array_equal(derived["memory_per_cpu"], [1.75, 0.5, np.nan])
+    shifted = derive_features(frame, ["start_day_of_week"], time_origin_s=3 * 86400)
+    np.testing.assert_array_equal(shifted["start_day_of_week"], [5, 2, 2])
+
+
+def test_feature_set_follows_the_columns_present_and_drops_all_null_ones():
+    azure_like = _instances(cpu_request=[1.0] * 20, memory_request=[2.0] * 20,
+                            deployment_size=[3] * 20, pool=["azure"] * 20,
+                            subscription_id=[None] * 20, vm_category=[None] * 20)
+    assert "priority" not in available_features(azure_like.columns)
+    encoder = FeatureEncoder().fit(azure_like)
+    assert encoder.feature_names_ == [
+        "pool", "request_shape", "cpu_request", "memory_request", "memory_per_cpu",
+        "start_hour_of_day", "start_day_of_week", "deployment_size"]
+    assert [encoder.feature_names_[i] for i in encoder.categorical_indices] == [
+        "pool", "request_shape"]
+
+
+def test_json_round_trip_and_arrow_input_give_identical_matrices():
+    rng = np.random.default_rng(1)
+    n = 200
+    frame = _instances(user=rng.choice(["u1", "u2", "u3", "rare"], n, p=[.4, .3, .28, .02]),
+                       priority=rng.choice([0, 100, 200], n),
+                       cpu_request=rng.choice([0.1, 0.25], n),
+                       memory_request=rng.choice([0.1, 0.5], n))
+    frame["start_time"] = rng.integers(0, 10**12, n)
+    encoder = FeatureEncoder().fit(frame)
+    restored = FeatureEncoder.from_json(encoder.to_json())
+    expected = encoder.transform(frame)
+    np.testing.assert_array_equal(restored.transform(frame), expected)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    assert set(table.column_names) <= set(schemas.INSTANCES.names)
+    np.testing.assert_array_equal(encoder.transform(table), expected)
+
+
+def test_transform_names_the_missing_column():
+    encoder = FeatureEncoder(min_category_count=1).fit(
+        _instances(user=["a", "b"], collection_logical_name=["x", "y"]))
+    with pytest.raises(ValueError, match=r"lack column\(s\) \['collection_logical_name'\]"):
+        encoder.transform(_instances(user=["a"]))

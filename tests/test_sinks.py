@@ -1,0 +1,76 @@
+"""Sinks: declared schemas reach Parquet and BigQuery (checked on the pipeline graph, offline)."""
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.pipeline import PipelineVisitor
+
+from pipelines import config as run_config
+from pipelines import run as run_pipeline
+from pipelines import schemas, sinks
+
+
+class _CollectBigQueryWrites(PipelineVisitor):
+    def __init__(self):
+        self.writes = {}
+
+    def enter_composite_transform(self, node):
+        if isinstance(node.transform, beam.io.WriteToBigQuery):
+            self.writes[node.full_label] = node.transform
+
+    def visit_transform(self, node):
+        self.enter_composite_transform(node)
+
+
+def test_bigquery_schema_of_arrow_schema():
+    assert sinks.bigquery_schema(schemas.USAGE)["fields"][:6] == [
+        {"name": "machine_id", "type": "INTEGER", "mode": "NULLABLE"},
+        {"name": "instance_id", "type": "STRING", "mode": "REQUIRED"},
+        {"name": "start_time", "type": "INTEGER", "mode": "REQUIRED"},
+        {"name": "end_time", "type": "INTEGER", "mode": "REQUIRED"},
+        {"name": "cpu_limit", "type": "FLOAT", "mode": "REQUIRED"},
+        {"name": "memory_limit", "type": "FLOAT", "mode": "REQUIRED"},
+    ]
+    distribution = [f for f in sinks.bigquery_schema(schemas.USAGE)["fields"]
+                    if f["name"] == "cpu_usage_distribution"]
+    assert distribution == [{"name": "cpu_usage_distribution", "type": "FLOAT",
+                             "mode": "REPEATED"}]
+
+
+def test_bigquery_output_writes_every_table_with_its_declared_schema(tmp_path):
+    config = run_config.parse_config(
+        f'azure_v1 {{ vmtable: "{tmp_path}/vmtable.csv" }} '
+        'output { bigquery_dataset: "my-project:fleet" }')
+    (tmp_path / "vmtable.csv").write_text("")
+    assert run_config.validate(config) == []
+    pipeline = beam.Pipeline(options=PipelineOptions(["--temp_location=gs://bucket/tmp"]))
+    output = run_pipeline.OutputSpec.of(config, str(tmp_path))
+    outputs = run_pipeline.build(pipeline, config, output, str(tmp_path))
+    visitor = _CollectBigQueryWrites()
+    pipeline.visit(visitor)
+    by_table = {str(w._table): w for w in visitor.writes.values()}
+    assert sorted(by_table) == sorted(f"my-project:fleet.{name}" for name in outputs)
+    for name in outputs:
+        write = by_table[f"my-project:fleet.{name}"]
+        assert write.schema == sinks.bigquery_schema(schemas.TABLES[name])
+        assert write.write_disposition == beam.io.BigQueryDisposition.WRITE_TRUNCATE
+
+
+def test_parquet_sink_conforms_tables_to_the_declared_schema(tmp_path):
+    # Columns out of order, an int where a float is declared, an extra column.
+    table = pa.table({"rejected": [1], "kept": [2], "read": [3], "table": ["t"],
+                      "source": ["s"], "extra": [0.5]})
+    with beam.Pipeline() as pipeline:
+        _ = (pipeline | beam.Create([table])
+             | sinks.WriteTable(schemas.SOURCE_COUNTS, parquet_dir=str(tmp_path / "counts")))
+    written = pq.read_table(str(tmp_path / "counts"))
+    assert written.schema.equals(schemas.SOURCE_COUNTS, check_metadata=False)
+    assert written.to_pylist() == [{"source": "s", "table": "t", "read": 3, "kept": 2,
+                                    "rejected": 1}]
+
+
+def test_conform_names_missing_columns():
+    with pytest.raises(ValueError, match=r"lacks columns \['reason', 'raw'\]"):
+        sinks.conform(pa.table({"source": ["s"], "table": ["t"]}), schemas.DEAD_LETTERS)
