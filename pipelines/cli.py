@@ -62,8 +62,9 @@ def _read_table(table_dir: str):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def print_summary(output: run_pipeline.OutputSpec, tables, out=sys.stdout):
+def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
     """Where the results are, rows per table, per-source counts and dead-letter reasons."""
+    out = out or sys.stdout
     if output.parquet_dir is None:
         print(f"Results: BigQuery dataset {output.bigquery_dataset}, tables: "
               f"{', '.join(sorted(tables))}", file=out)

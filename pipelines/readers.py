@@ -67,7 +67,8 @@ def iter_lines(handle, block_bytes: int = 1 << 24):
         yield rest.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def _json_chunks(lines, chunk_rows):
+def json_chunks(lines, chunk_rows=CHUNK_ROWS):
+    """Chunks of newline-delimited JSON objects; a bad line is undecodable, not fatal."""
     chunk = RowChunk([], [])
     for text in lines:
         if not text.strip():
@@ -138,7 +139,7 @@ class _ReadFileChunks(beam.DoFn):
             elif self._format == Format.CSV:
                 yield from csv_chunks(iter_lines(handle), self._chunk_rows, self._fieldnames)
             else:
-                yield from _json_chunks(iter_lines(handle), self._chunk_rows)
+                yield from json_chunks(iter_lines(handle), self._chunk_rows)
 
 
 class ReadFileChunks(beam.PTransform):
