@@ -1,0 +1,38 @@
+"""Per-machine percentile predictor (reference per_machine_percentile_predictor.py).
+
+A percentile of the machine's history, taken like the N-sigma predictor over the warm tasks'
+aggregate usage-to-limit ratio (capped at 1) and scaled by their current total limit:
+
+    P(t) = min(1, perc_k(r)) * sum_{warm i} L_i[t]  +  cold limits.
+"""
+
+import numpy as np
+
+from predictors.machine_samples import MachineSamples
+from predictors.peak_predictor import WarmupPeakPredictor, sorted_row_percentile
+
+
+class PerMachinePercentilePredictor(WarmupPeakPredictor):
+    """Percentile of the machine's recent usage ratio.
+
+    Args:
+      percentile: k, in [0, 100] (numpy 'linear').
+      num_history_samples: history length (samples).
+      min_num_samples: warm-up length (samples).
+      cap_to_limit: cap every sample at its limit first.
+    """
+
+    def __init__(self, percentile: float = 100, num_history_samples: int = 120,
+                 min_num_samples: int = 24, cap_to_limit: bool = False):
+        super().__init__(min_num_samples)
+        if percentile < 0 or num_history_samples < 1:
+            raise ValueError("need percentile >= 0 and num_history_samples >= 1")
+        self.percentile = min(percentile, 100)
+        self.num_history_samples = num_history_samples
+        self.cap_to_limit = cap_to_limit
+
+    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+        history = samples.warm_ratio_history(self.num_history_samples, self.min_warm_samples,
+                                             self.cap_to_limit)
+        value = sorted_row_percentile(history.ratio, history.length, self.percentile)
+        return np.where(history.length > 0, np.minimum(1.0, value) * history.warm_limit, 0.0)

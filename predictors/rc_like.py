@@ -1,0 +1,77 @@
+"""The RC-like (per-task percentile) predictor of paper 004 §4.
+
+Inspired by Resource Central: the sum over tasks of a percentile of each task's usage. As
+in the reference simulator (per_vm_percentile_predictor.py), the percentile is taken over the
+task's usage-to-limit ratios in its last num_history_samples samples (of its current run) and
+scaled back by the task's current limit:
+
+    P(t) = sum_{warm i} perc_k(U_i / L_i over its history) * L_i[t]  +  cold limits,
+
+which is perc_k(U_i) whenever the task's limit did not change within its history.
+"""
+
+import numpy as np
+from scipy import ndimage
+
+from predictors.machine_samples import MachineSamples
+from predictors.peak_predictor import WarmupPeakPredictor, lerp, percentile_ranks
+
+
+class RcLikePredictor(WarmupPeakPredictor):
+    """Sum of per-task percentiles of the recent usage.
+
+    Args:
+      percentile: k, in [0, 100] (numpy 'linear'); the paper uses 99 (80 in production).
+      num_history_samples: per-task history length (samples; 120 = 10 h of 5-min steps).
+      min_num_samples: warm-up length (samples; 24 = 2 h).
+      cap_to_limit: cap every sample at its limit first.
+    """
+
+    def __init__(self, percentile: float = 100, num_history_samples: int = 120,
+                 min_num_samples: int = 24, cap_to_limit: bool = False):
+        super().__init__(min_num_samples)
+        if percentile < 0 or num_history_samples < 1:
+            raise ValueError("need percentile >= 0 and num_history_samples >= 1")
+        self.percentile = min(percentile, 100)
+        self.num_history_samples = num_history_samples
+        self.cap_to_limit = cap_to_limit
+
+    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+        usage = samples.capped_usage if self.cap_to_limit else samples.usage
+        order = samples.task_order
+        ratio = (usage / samples.limit)[order]
+        window = np.minimum(samples.run_position[order], self.num_history_samples)
+        warm = warm[order]
+        per_task = np.zeros(len(order))
+        full = warm & (window == self.num_history_samples)
+        if full.any():
+            per_task[full] = self._full_window_percentile(ratio)[full]
+        # Warm samples early in their run: windows shorter than the history, one batch of
+        # equal-length windows at a time.
+        partial = np.flatnonzero(warm & ~full)
+        partial = partial[np.argsort(window[partial], kind="stable")]
+        for at in np.split(partial, np.flatnonzero(np.diff(window[partial])) + 1):
+            if len(at) == 0:
+                continue
+            count = window[at[0]]
+            rows = np.sort(ratio[at[:, None] + np.arange(1 - count, 1)[None, :]], axis=1)
+            lower, upper, gamma = percentile_ranks(self.percentile, count)
+            per_task[at] = lerp(rows[:, lower], rows[:, upper], gamma)
+        contribution = np.empty(len(order))
+        contribution[order] = per_task * samples.limit[order]
+        return samples.per_step_sum(contribution)
+
+    def _full_window_percentile(self, ratio: np.ndarray) -> np.ndarray:
+        """Percentile of the trailing num_history_samples values at every position.
+
+        Two exact sliding order statistics (scipy's rank filter); positions whose trailing
+        window crosses a run boundary are computed too but never used.
+        """
+        size = self.num_history_samples
+        lower, upper, gamma = percentile_ranks(self.percentile, size)
+        trailing = {"size": size, "origin": (size - 1) // 2, "mode": "nearest"}
+        lower_value = ndimage.rank_filter(ratio, int(lower), **trailing)
+        if upper == lower:
+            return lower_value
+        upper_value = ndimage.rank_filter(ratio, int(upper), **trailing)
+        return lerp(lower_value, upper_value, gamma)

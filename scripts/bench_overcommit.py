@@ -1,0 +1,179 @@
+"""Benchmark of the overcommit peak oracle and peak predictors (predictor level, no Beam).
+
+Builds a synthetic cell in numpy (machines x one week of 5-minute steps, tasks arriving and
+leaving, diurnal usage with bursts, a few missing steps) and prints, for the oracle and each
+predictor, the rate in task-samples per second on the whole cell, and the speed-up against
+the per-step reference (predictors/reference/peak.py) measured on the same subset input
+(the reference is too slow for the whole cell; its subset is printed).
+
+    python scripts/bench_overcommit.py                 # 100 machines x ~50 tasks
+    python scripts/bench_overcommit.py --quick         # 10 machines, small reference subset
+    python scripts/bench_overcommit.py --machines 20 --tasks 100
+
+Rates are per core: BLAS is pinned to one thread.
+"""
+
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Runnable from a checkout without installing the package.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from predictors.arima_forecaster import ArimaForecaster  # noqa: E402
+from predictors.avg_predictor import AvgPredictor  # noqa: E402
+from predictors.borg_default import BorgDefaultPredictor  # noqa: E402
+from predictors.gp_forecaster import GaussianProcessForecaster  # noqa: E402
+from predictors.machine_samples import MachineSamples  # noqa: E402
+from predictors.max_decorator import MaxDecorator  # noqa: E402
+from predictors.max_predictor import MaxPredictor  # noqa: E402
+from predictors.n_sigma import NSigmaPredictor  # noqa: E402
+from predictors.peak_oracle import PeakOracle  # noqa: E402
+from predictors.per_machine_percentile import PerMachinePercentilePredictor  # noqa: E402
+from predictors.rc_like import RcLikePredictor  # noqa: E402
+from predictors.reference import peak as ref  # noqa: E402
+
+STEP_S = 300
+STEPS_PER_DAY = 86400 // STEP_S
+
+
+def synthetic_machine(rng, num_slots: int, num_steps: int) -> MachineSamples:
+    """One machine running about `num_slots` tasks at a time.
+
+    Each slot runs a sequence of tasks with heavy-tailed lifetimes (lognormal, median 6 h)
+    back to back, so tasks arrive and leave all week. Limits are in {0.5, 1, 2, 4}; usage is
+    limit * (base + diurnal wave + noise + rare bursts), clipped to [0, 1.1]; 1 % of the
+    machine's steps are missing.
+    """
+    lifetimes = np.maximum(rng.lognormal(np.log(6 * 12), 1.5, (num_slots, num_steps // 8 + 2)), 1)
+    # The first task of each slot started before the week: start the clock inside it.
+    starts = np.cumsum(lifetimes.astype(np.int64) + 1, axis=1)
+    starts -= rng.integers(0, starts[:, :1] + 1)
+    arrival = np.concatenate([np.zeros((num_slots, 1), np.int64), starts[:, :-1]], axis=1)
+    arrival = np.clip(arrival, 0, num_steps)
+    departure = np.clip(starts, 0, num_steps)
+    arrival, departure = arrival.ravel(), departure.ravel()
+    length = departure - arrival
+    num_tasks = len(length)
+    task = np.repeat(np.arange(num_tasks), length)
+    first_sample = np.repeat(np.cumsum(length) - length, length)
+    step = np.repeat(arrival, length) + np.arange(length.sum()) - first_sample
+    limit = rng.choice([0.5, 1.0, 2.0, 4.0], num_tasks)[task]
+    base, phase = rng.uniform(0.1, 0.5, num_tasks)[task], rng.uniform(0, 2 * np.pi, num_tasks)[task]
+    wave = 0.15 * np.sin(2 * np.pi * step / STEPS_PER_DAY + phase)
+    burst = np.where(rng.random(len(step)) < 0.01, rng.uniform(0.2, 0.6, len(step)), 0.0)
+    ratio = np.clip(base + wave + rng.normal(0, 0.03, len(step)) + burst, 0.0, 1.1)
+    keep = (rng.random(num_steps) >= 0.01)[step]
+    return MachineSamples.from_arrays(step[keep] * STEP_S * 1_000_000, task[keep],
+                                      (ratio * limit)[keep], limit[keep])
+
+
+def synthetic_cell(num_machines: int, mean_tasks: int, num_steps: int, seed: int = 0):
+    """`num_machines` machines running 0.2x..1.8x `mean_tasks` tasks at a time each."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(max(1, mean_tasks // 5), max(2, 9 * mean_tasks // 5) + 1, num_machines)
+    return [synthetic_machine(rng, int(n), num_steps) for n in counts]
+
+
+def samples_per_second(predictor, machines, repeat: int = 3) -> float:
+    """Task-samples per second of `predictor.predict` over `machines`, best of `repeat` passes
+    (the machine is shared: the best pass is the least disturbed). Every pass gets fresh
+    MachineSamples, so derived arrays (task order, runs) are built inside the timing."""
+    best = np.inf
+    for _ in range(repeat):
+        fresh = [dataclasses.replace(machine) for machine in machines]
+        start = time.perf_counter()
+        for machine in fresh:
+            predictor.predict(machine)
+        best = min(best, time.perf_counter() - start)
+    return sum(m.num_samples for m in machines) / best
+
+
+def truncate(machine: MachineSamples, num_steps: int) -> MachineSamples:
+    """The machine's first `num_steps` steps."""
+    end = machine.step_offsets[min(num_steps, machine.num_steps)]
+    return MachineSamples(times=machine.times[:machine.step[end - 1] + 1], step=machine.step[:end],
+                          task=machine.task[:end], usage=machine.usage[:end],
+                          limit=machine.limit[:end])
+
+
+def measure(name, fast, reference, cell, subset, repeat=3):
+    """Prints one row: cell rate (skipped for an empty cell), then fast and reference rates
+    on the subset and their ratio."""
+    cell_rate = samples_per_second(fast, cell, repeat) if cell else float("nan")
+    subset_rate = samples_per_second(fast, subset, repeat)
+    reference_rate = samples_per_second(reference, subset, repeat=1)
+    print(f"{name:<34} {cell_rate:>14,.0f} {subset_rate:>14,.0f} {reference_rate:>12,.0f} "
+          f"{subset_rate / reference_rate:>9.1f}x", flush=True)
+
+
+def bench_oracle(cell, subset):
+    for percentile in (100, 90):
+        measure(f"peak oracle 24h p{percentile} cap", PeakOracle(86400, percentile, True),
+                ref.ReferenceOracle(86400, percentile, True), cell, subset)
+
+
+def bench_limit_and_percentile_predictors(cell, subset):
+    measure("borg-default phi=0.9", BorgDefaultPredictor(0.9), ref.ReferenceBorgDefault(0.9),
+            cell, subset)
+    measure("RC-like p99 10h/2h cap", RcLikePredictor(99, 120, 24, True),
+            ref.ReferenceRcLike(99, 120, 24, True), cell, subset)
+    measure("per-machine p99 10h/2h cap", PerMachinePercentilePredictor(99, 120, 24, True),
+            ref.ReferencePerMachinePercentile(99, 120, 24, True), cell, subset)
+    measure("N-sigma n=5 10h/2h cap", NSigmaPredictor(5, 120, 24, True),
+            ref.ReferenceNSigma(5, 120, 24, True), cell, subset)
+    measure("task max 2h cap", MaxPredictor(24, True), ref.ReferenceMax(24, True), cell, subset)
+    measure("task avg 2h cap", AvgPredictor(24, True), ref.ReferenceAvg(24, True), cell, subset)
+    measure("max(N-sigma n=3, RC-like p80)",
+            MaxDecorator([NSigmaPredictor(3, 120, 24, True), RcLikePredictor(80, 120, 24, True)]),
+            ref.ReferenceMaxDecorator([ref.ReferenceNSigma(3, 120, 24, True),
+                                       ref.ReferenceRcLike(80, 120, 24, True)]), cell, subset)
+
+
+def bench_forecasters(subset):
+    """Model fits dominate both sides, so these run on the subset only."""
+    for name, forecaster in (("ARIMA(1,1,1) refit 1h (subset)", ArimaForecaster()),
+                             ("GP h=10 refit 1h (subset)", GaussianProcessForecaster())):
+        measure(name, forecaster, ref.ReferenceForecaster(forecaster), [], subset, repeat=1)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--machines", type=int, default=100)
+    parser.add_argument("--tasks", type=int, default=50,
+                        help="mean number of tasks running on a machine at a time")
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--reference-machines", type=int, default=2)
+    parser.add_argument("--reference-days", type=float, default=1.5,
+                        help="steps of each reference machine kept (the oracle needs > 1 day)")
+    parser.add_argument("--quick", action="store_true", help="10 machines, 1 reference machine")
+    parser.add_argument("--no-forecasters", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.machines, args.reference_machines, args.reference_days = 10, 1, 1.25
+    num_steps = int(args.days * STEPS_PER_DAY)
+    cell = synthetic_cell(args.machines, args.tasks, num_steps)
+    reference_steps = int(args.reference_days * STEPS_PER_DAY)
+    subset = [truncate(m, reference_steps) for m in cell[:args.reference_machines]]
+    print(f"cell: {len(cell)} machines x {num_steps} steps, {sum(m.num_samples for m in cell):,} "
+          f"task-samples; reference subset: {len(subset)} machine(s) x "
+          f"{reference_steps} steps, {sum(m.num_samples for m in subset):,} "
+          "task-samples (rates are per sample, so they compare across sizes)")
+    print(f"{'predictor':<34} {'cell samples/s':>14} {'subset fast/s':>14} {'reference/s':>12} "
+          f"{'speed-up':>10}")
+    bench_oracle(cell, subset)
+    bench_limit_and_percentile_predictors(cell, subset)
+    if not args.no_forecasters:
+        bench_forecasters(subset)
+
+
+if __name__ == "__main__":
+    main()
