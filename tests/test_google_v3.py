@@ -204,3 +204,32 @@ def test_schedule_without_terminal_before_next_schedule_is_a_dead_letter():
     assert instances.column("start_time").to_pylist() == [10]
     assert dead.column("reason").to_pylist() == [
         "SCHEDULE followed by another SCHEDULE of the same instance without a terminal event"]
+
+
+def test_bigquery_inputs_read_the_configured_table_and_query():
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.pipeline import PipelineVisitor
+
+    from pipelines import config as run_config
+    from pipelines import run as run_pipeline
+
+    config = run_config.parse_config("""google_v3 {
+      instance_events { bigquery_table: "google.com:google-cluster-data.clusterdata_2019_a.instance_events" }
+      instance_usage { bigquery_query: "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1" }
+    }""")
+    assert run_config.validate(config) == []
+    pipeline = beam.Pipeline(options=PipelineOptions(["--project=p", "--temp_location=gs://b/t"]))
+    _ = pipeline | run_pipeline.ReadCanonicalTables(config, "/unused")
+
+    reads = []
+
+    class Visitor(PipelineVisitor):
+        def enter_composite_transform(self, node):
+            if isinstance(node.transform, beam.io.ReadFromBigQuery):
+                reads.append(node.transform._kwargs)
+
+    pipeline.visit(Visitor())
+    assert sorted((str(k.get("table")), str(k.get("query"))) for k in reads) == sorted([
+        ("google.com:google-cluster-data.clusterdata_2019_a.instance_events", "None"),
+        ("None", "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1")])
