@@ -37,7 +37,7 @@ def _parser():
     synth.add_argument("--days", type=float, default=2.0)
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument("--arrival_rate", type=float, default=None,
-                       help="task arrivals per machine and hour")
+                       help="collections (jobs of ~5 tasks) per machine and hour")
     synth.add_argument("--format", choices=("json", "csv", "parquet"), default="json")
     return parser
 
