@@ -43,6 +43,10 @@ def _missing(value) -> bool:
 
 def to_int(value, field: str, required: bool = True, min_value=None):
     """An integer from an int, an integral float or a decimal string (BigQuery JSON)."""
+    if type(value) is int:  # the common case, checked first: parsing is per row
+        if min_value is not None and value < min_value:
+            raise RowError(f"{field} is below {min_value}: {value}")
+        return value
     if _missing(value):
         if required:
             raise RowError(f"missing {field}")
@@ -67,6 +71,9 @@ def to_int(value, field: str, required: bool = True, min_value=None):
 
 def to_float(value, field: str, required: bool = True, min_value=None):
     """A finite float; NaN and infinities are errors, as is a value below `min_value`."""
+    if type(value) is float and math.isfinite(value) and (min_value is None
+                                                          or value >= min_value):
+        return value
     if _missing(value):
         if required:
             raise RowError(f"missing {field}")

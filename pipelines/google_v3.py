@@ -12,6 +12,7 @@ bounds the memory of one shard.
 """
 
 import json
+import math
 
 import apache_beam as beam
 import numpy as np
@@ -68,7 +69,13 @@ def _distribution(value, field: str, length: int):
             raise RowError(f"{field} is not a list: {value!r}") from None
     if not isinstance(value, list) or len(value) != length:
         raise RowError(f"{field} must hold {length} values, got {value!r}")
-    return [to_float(v, field, min_value=0) for v in value]
+    try:
+        values = [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise RowError(f"{field} holds a value that is not a number: {value!r}") from None
+    if min(values) < 0 or not all(map(math.isfinite, values)):
+        raise RowError(f"{field} holds a negative or non-finite value: {value!r}")
+    return values
 
 
 class InstanceEventParser(ChunkParser):

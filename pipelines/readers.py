@@ -13,6 +13,7 @@ import json
 from typing import List, Optional
 
 import apache_beam as beam
+import orjson
 import pyarrow.parquet as pq
 from apache_beam.io import fileio
 
@@ -74,15 +75,20 @@ def json_chunks(lines, chunk_rows=CHUNK_ROWS):
         if not text.strip():
             continue
         try:
-            row = json.loads(text)
-        except ValueError as e:
-            chunk.undecodable.append((f"unparseable JSON: {e}", text))
-        else:
-            if isinstance(row, dict):
-                chunk.rows.append(row)
-                chunk.raw.append(text)
-            else:
-                chunk.undecodable.append(("JSON row is not an object", text))
+            row = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            # orjson is strict; the standard parser also reads NaN / Infinity literals, so
+            # such a row is rejected for its value, with a precise reason, not as garbage.
+            try:
+                row = json.loads(text)
+            except ValueError as e:
+                chunk.undecodable.append((f"unparseable JSON: {e}", text))
+                row = None
+        if isinstance(row, dict):
+            chunk.rows.append(row)
+            chunk.raw.append(text)
+        elif row is not None:
+            chunk.undecodable.append(("JSON row is not an object", text))
         if len(chunk.rows) + len(chunk.undecodable) >= chunk_rows:
             yield chunk
             chunk = RowChunk([], [])
