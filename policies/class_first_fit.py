@@ -1,0 +1,70 @@
+"""Lifetime-class First-Fit (paper 003 §3.1.1, Algorithm 1), the provable ancestor of LA.
+
+VMs whose predicted lifetime lies in [2^(i-1), 2^i) time units form class i. Every class
+has its own hosts: a VM goes to the host of its class opened earliest (First-Fit) among
+those it fits on, and otherwise opens an empty host (the smallest that fits) for its class.
+A host returns to the shared empty pool when its last VM exits. Unlike LA, classes never mix,
+which is what 003 Example 1 needs: k long VMs share one host instead of one host each.
+"""
+
+import math
+from typing import Sequence
+
+from policies.best_fit import EMPTY, used_or_empty
+from policies.host_index import HostGroups
+from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.pool import PoolState
+
+US_PER_S = 1_000_000
+
+
+class ClassFirstFit(PlacementPolicy):
+    """Algorithm 1 of paper 003 with classes in powers of two of `time_unit_s`."""
+
+    name = "class_first_fit"
+    one_shot = True
+
+    def __init__(self, time_unit_s: float = 60.0):
+        if time_unit_s <= 0:
+            raise ValueError(f"time_unit_s must be positive, got {time_unit_s}")
+        self.time_unit_us = time_unit_s * US_PER_S
+
+    def lifetime_class(self, remaining_us: int) -> int:
+        """i such that the lifetime is in [2^(i-1), 2^i) units (below one unit: class 0)."""
+        units = remaining_us / self.time_unit_us
+        return 0 if units < 1 else math.floor(math.log2(units)) + 1
+
+    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
+        self._pool = pool
+        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=False)
+        # Per class, its hosts in opening order; per host, its class (None: not open).
+        self._class_hosts = {}
+        self._host_class = [None] * pool.num_hosts
+        for host in range(pool.num_hosts):
+            if pool.host_vms[host]:
+                self._open(host, self.lifetime_class(pool.host_exit_us[host] - now_us))
+
+    def _open(self, host: int, host_class: int) -> None:
+        self._host_class[host] = host_class
+        self._class_hosts.setdefault(host_class, []).append(host)
+
+    def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
+        pool = self._pool
+        for host in self._class_hosts.get(self.lifetime_class(exit_us - now_us), ()):
+            if pool.available[host] and pool.fits(host, demand):
+                return host
+        return self._groups.index(EMPTY).best_fit(demand, pool.weighted_size(demand))
+
+    def placed(self, vm: int, host: int, now_us: int) -> None:
+        if self._host_class[host] is None:
+            self._open(host, self.lifetime_class(self._pool.host_vms[host][vm] - now_us))
+        self._groups.update(host)
+
+    def removed(self, vm: int, host: int, now_us: int) -> None:
+        if not self._pool.host_vms[host] and self._host_class[host] is not None:
+            self._class_hosts[self._host_class[host]].remove(host)
+            self._host_class[host] = None
+        self._groups.update(host)
+
+    def update(self, host: int, now_us: int) -> None:
+        self._groups.update(host)

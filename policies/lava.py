@@ -1,0 +1,211 @@
+"""LAVA: Lifetime-Aware VM Allocation (paper 000/001 §4.3, App. I Algorithm 3).
+
+Lifetime classes LC1..LC4 (indexes 0..3) hold predicted remaining lifetimes < 1h, 1-10h,
+10-100h and >= 100h (the paper's last class is 100-1000h; longer predictions count as LC4).
+Every host has a state, EMPTY, OPEN or RECYCLING, and a class:
+
+- A VM placed on an empty host opens it with the VM's class.
+- Once more than 90 % of an open host's CPU or memory is used it turns RECYCLING, and the
+  VMs on it at that moment become its residual VMs.
+- A recycling host is preferred by VMs at least one class lower than its own.
+- When the last residual VM of a recycling host exits, the host drops one class (not below
+  LC1) and all its remaining VMs become residual.
+- Every used host has a deadline: the class's upper bound (1h, 10h, 100h, 1000h) after the
+  later of the host entering its current class and, while it is open, its latest placement
+  (with correct predictions every VM of the class has exited by then). A host still used
+  at its deadline was underpredicted: it moves up one class (not above LC4), turns
+  RECYCLING, its VMs become residual and the next deadline is set.
+
+A VM of class c is placed, in decreasing preference (Algorithm 3), on: a recycling host of
+class c+1, else c+2, ... (closest class first); an open host of class c; any other used host;
+an empty host. Within a tier, NILAS (temporal cost, then Best-Fit) picks the host.
+
+LAVA is a scoring function in the paper (hosts are ranked, not filtered), so "recycling
+hosts only receive VMs at least one class lower" holds as a preference: a recycling host of
+the VM's class or lower is only in the "any other used host" tier. (Read as a hard filter,
+VMs of long classes open a new host whenever no open host of their class fits, which on
+heavy-tailed traces leaves ~20 pp fewer empty hosts than Best-Fit.)
+"""
+
+import bisect
+import operator
+from typing import Sequence
+
+from policies.host_index import NO_HOST, HostGroups
+from policies.nilas import best_host_by_temporal_cost
+from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.pool import PoolState, used_above_room
+
+US_PER_S = 1_000_000
+# Upper bound of each lifetime class in seconds (LC1..LC4).
+LAVA_CLASS_BOUNDS_S = (3600, 36000, 360000, 3600000)
+NUM_CLASSES = len(LAVA_CLASS_BOUNDS_S)
+# A remaining lifetime at or above edge k is at least class k + 1.
+_CLASS_EDGES_US = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S[:-1]]
+EMPTY, OPEN, RECYCLING = 0, 1, 2
+STATE_NAMES = {EMPTY: "empty", OPEN: "open", RECYCLING: "recycling"}
+
+
+class Lava(PlacementPolicy):
+    """LAVA host states, classes and deadlines; NILAS breaks ties.
+
+    Args:
+      recycle_fraction: an open host turns recycling when more than this fraction of any
+        dimension is used (paper: 0.9).
+    """
+
+    name = "lava"
+
+    def __init__(self, recycle_fraction: float = 0.9):
+        if not 0.0 < recycle_fraction <= 1.0:
+            raise ValueError(f"recycle_fraction must be in (0, 1], got {recycle_fraction}")
+        self.recycle_fraction = recycle_fraction
+        self._bounds_us = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S]
+
+    @staticmethod
+    def lifetime_class(remaining_us: int) -> int:
+        """LAVA class index (0 = LC1) of a predicted remaining lifetime."""
+        return bisect.bisect_right(_CLASS_EDGES_US, remaining_us)
+
+    def host_state(self, host: int):
+        """(state, class, deadline_us, residual VM count) of `host`; for tests and reports."""
+        return (self._state[host], self._class[host], self._deadline[host],
+                self._residuals[host])
+
+    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
+        self._pool = pool
+        self._schedule_timer = schedule_timer
+        num_hosts = pool.num_hosts
+        self._state = [EMPTY] * num_hosts
+        self._class = [0] * num_hosts
+        self._deadline = [None] * num_hosts
+        self._timer_us = [None] * num_hosts
+        # A VM on host h is residual iff its placement number is <= residual_cut[h].
+        self._residual_cut = [0] * num_hosts
+        self._residuals = [0] * num_hosts
+        self._vm_seq = {}
+        self._seq = 0
+        self._recycle_room = used_above_room(pool.capacity, self.recycle_fraction).tolist()
+        # Hosts that already hold VMs (warm-up): class of their longest prediction, open
+        # unless already over the threshold.
+        for host in range(num_hosts):
+            vms = pool.host_vms[host]
+            if not vms:
+                continue
+            for vm in vms:
+                self._seq += 1
+                self._vm_seq[vm] = self._seq
+            self._state[host] = OPEN
+            self._class[host] = self.lifetime_class(pool.host_exit_us[host] - now_us)
+            self._set_deadline(host, now_us)
+            if self._over_threshold(host):
+                self._state[host] = RECYCLING
+                self._make_all_residual(host)
+        state, host_class, group_key = self._state, self._class, self._group_key
+        self._groups = HostGroups(pool, lambda host: group_key(state[host], host_class[host]),
+                                  track_exit=True)
+        self._empty = self._groups.index(self._group_key(EMPTY, 0))
+        self._open = [self._groups.index(self._group_key(OPEN, c)) for c in range(NUM_CLASSES)]
+        self._recycling = [self._groups.index(self._group_key(RECYCLING, c))
+                           for c in range(NUM_CLASSES)]
+        # Tier 3 per VM class: used hosts that are neither open of the class nor recycling
+        # of a higher class.
+        self._other_used = [
+            [self._open[c] for c in range(NUM_CLASSES) if c != vm_class]
+            + self._recycling[:vm_class + 1] for vm_class in range(NUM_CLASSES)]
+
+    @staticmethod
+    def _group_key(state: int, host_class: int) -> int:
+        """Group of the hosts in `state` and `host_class` (all empty hosts are group 0)."""
+        return 0 if state == EMPTY else state * NUM_CLASSES + host_class
+
+    def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
+        weighted_size = self._pool.weighted_size(demand)
+        vm_class = self.lifetime_class(exit_us - now_us)
+        for recycling in self._recycling[vm_class + 1:]:
+            if recycling.exit_order:
+                _, host = best_host_by_temporal_cost(recycling, demand, weighted_size, exit_us)
+                if host != NO_HOST:
+                    return host
+        same_class = self._open[vm_class]
+        if same_class.exit_order:
+            _, host = best_host_by_temporal_cost(same_class, demand, weighted_size, exit_us)
+            if host != NO_HOST:
+                return host
+        # Any other used host: NILAS's choice over the union of these groups.
+        best = None
+        for other in self._other_used[vm_class]:
+            if other.exit_order:
+                level, host = best_host_by_temporal_cost(other, demand, weighted_size, exit_us)
+                if host != NO_HOST:
+                    key = (level, self._pool.score(host), host)
+                    if best is None or key < best:
+                        best = key
+        if best is not None:
+            return best[2]
+        return self._empty.best_fit(demand, weighted_size)
+
+    def placed(self, vm: int, host: int, now_us: int) -> None:
+        self._seq += 1
+        self._vm_seq[vm] = self._seq
+        if self._state[host] == EMPTY:
+            self._state[host] = OPEN
+            self._class[host] = self.lifetime_class(self._pool.host_vms[host][vm] - now_us)
+        if self._state[host] == OPEN:
+            self._set_deadline(host, now_us)
+            if self._over_threshold(host):
+                self._state[host] = RECYCLING
+                self._make_all_residual(host)
+        self._groups.update(host)
+
+    def removed(self, vm: int, host: int, now_us: int) -> None:
+        seq = self._vm_seq.pop(vm)
+        if not self._pool.host_vms[host]:
+            self._state[host] = EMPTY
+            self._deadline[host] = None
+            self._residuals[host] = 0
+        elif self._state[host] == RECYCLING and seq <= self._residual_cut[host]:
+            self._residuals[host] -= 1
+            if self._residuals[host] == 0:
+                self._class[host] = max(self._class[host] - 1, 0)
+                self._make_all_residual(host)
+                self._set_deadline(host, now_us)
+        self._groups.update(host)
+
+    def on_timer(self, host: int, now_us: int) -> None:
+        if self._timer_us[host] != now_us:
+            return
+        self._timer_us[host] = None
+        if self._state[host] == EMPTY:
+            return
+        if self._deadline[host] > now_us:
+            self._arm_timer(host)
+            return
+        self._class[host] = min(self._class[host] + 1, NUM_CLASSES - 1)
+        self._state[host] = RECYCLING
+        self._make_all_residual(host)
+        self._set_deadline(host, now_us)
+        self._groups.update(host)
+
+    def update(self, host: int, now_us: int) -> None:
+        self._groups.update(host)
+
+    def _over_threshold(self, host: int) -> bool:
+        return any(map(operator.lt, self._pool.room[host], self._recycle_room[host]))
+
+    def _make_all_residual(self, host: int) -> None:
+        self._residual_cut[host] = self._seq
+        self._residuals[host] = len(self._pool.host_vms[host])
+
+    def _set_deadline(self, host: int, now_us: int) -> None:
+        self._deadline[host] = now_us + self._bounds_us[self._class[host]]
+        self._arm_timer(host)
+
+    def _arm_timer(self, host: int) -> None:
+        # One pending timer per host: a timer that fires before a postponed deadline re-arms
+        # itself, so placements on open hosts do not pile up timers.
+        pending = self._timer_us[host]
+        deadline = self._deadline[host]
+        if pending is None or pending > deadline:
+            self._timer_us[host] = deadline
+            self._schedule_timer(deadline, host)

@@ -1,0 +1,76 @@
+"""Quantized Best-Fit: PBFR and its lifetime-aware variant DPBFR (paper 003 §4.3-4.4, App. C).
+
+PBFR ("Prefer Best Fit rule") scores a host by how full it would be after the placement and
+quantizes the score into a few buckets, so that lower-ranked rules still have a choice
+(rule smoothing). Here the score is the weighted free capacity left after placing the VM,
+in units of the largest host's weighted capacity, split into `num_buckets` equal buckets;
+the lowest bucket wins and, standing in for the lower-ranked rules, the lowest host id
+breaks ties within it. As in Best-Fit, empty hosts are used only when no used host fits.
+
+DPBFR uses `long_lived_num_buckets` (finer) buckets for VMs predicted to live at least
+`long_lived_threshold_s` (paper: 5 buckets for long-lived, 3 otherwise, 2-hour threshold).
+"""
+
+from typing import Optional, Sequence
+
+from policies.best_fit import EMPTY, USED, used_or_empty
+from policies.host_index import NO_HOST, HostGroups
+from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.pool import PoolState
+
+US_PER_S = 1_000_000
+
+
+def bucket_of(score: float, weighted_size: float, span: float, num_buckets: int) -> int:
+    """Bucket of the free capacity `score - weighted_size` left after a placement."""
+    return min(int((score - weighted_size) / span * num_buckets), num_buckets - 1)
+
+
+class QuantizedBestFit(PlacementPolicy):
+    """PBFR with `num_buckets`; DPBFR when `long_lived_num_buckets` is set."""
+
+    def __init__(self, num_buckets: int = 3, long_lived_num_buckets: Optional[int] = None,
+                 long_lived_threshold_s: float = 7200.0):
+        if num_buckets < 1 or (long_lived_num_buckets is not None and long_lived_num_buckets < 1):
+            raise ValueError("bucket counts must be positive")
+        self.num_buckets = num_buckets
+        self.long_lived_num_buckets = long_lived_num_buckets
+        self.long_lived_threshold_us = int(long_lived_threshold_s * US_PER_S)
+        self.name = "pbfr" if long_lived_num_buckets is None else "dpbfr"
+
+    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
+        self._pool = pool
+        # Weighted capacity of the largest host: free capacity after a placement is in [0, span].
+        self._span = max(pool.weighted_size(limit) for limit in pool.limit.tolist())
+        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=False)
+
+    def num_buckets_for(self, exit_us: int, now_us: int) -> int:
+        if (self.long_lived_num_buckets is not None
+                and exit_us - now_us >= self.long_lived_threshold_us):
+            return self.long_lived_num_buckets
+        return self.num_buckets
+
+    def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
+        weighted_size = self._pool.weighted_size(demand)
+        num_buckets = self.num_buckets_for(exit_us, now_us)
+        for group in (USED, EMPTY):
+            host = self._lowest_bucket_first_host(group, demand, weighted_size, num_buckets)
+            if host != NO_HOST:
+                return host
+        return NO_HOST
+
+    def _lowest_bucket_first_host(self, group, demand, weighted_size, num_buckets) -> int:
+        fits = self._pool.fits
+        best_bucket = None
+        best_host = NO_HOST
+        for score, host in self._groups.index(group).in_best_fit_order(weighted_size):
+            bucket = bucket_of(score, weighted_size, self._span, num_buckets)
+            if best_bucket is not None and bucket > best_bucket:
+                break
+            if (best_bucket is None or host < best_host) and fits(host, demand):
+                best_bucket = bucket
+                best_host = host
+        return best_host
+
+    def update(self, host: int, now_us: int) -> None:
+        self._groups.update(host)
