@@ -46,6 +46,13 @@ def _text(value):
     return value.strip() or None if isinstance(value, str) else value
 
 
+def _vm_id(row) -> str:
+    vmid = _text(row["vmid"])
+    if vmid is None:
+        raise RowError("missing vmid")
+    return vmid
+
+
 def _size(value, field: str):
     """A size bucket: a number, or ">N" read as N."""
     value = _text(value)
@@ -71,9 +78,7 @@ class VmTableParser(ChunkParser):
     source, table, schema = SOURCE, "vmtable", VMTABLE
 
     def parse_row(self, row):
-        vmid = _text(row["vmid"])
-        if vmid is None:
-            raise RowError("missing vmid")
+        vmid = _vm_id(row)
         created = _seconds_to_us(row["vmcreated"], "vmcreated", required=True)
         deleted = _seconds_to_us(row["vmdeleted"], "vmdeleted", required=False)
         if deleted is not None and deleted <= created:
@@ -90,10 +95,7 @@ class ReadingsParser(ChunkParser):
     source, table, schema = SOURCE, "vm_cpu_readings", READINGS
 
     def parse_row(self, row):
-        vmid = _text(row["vmid"])
-        if vmid is None:
-            raise RowError("missing vmid")
-        return (vmid, _seconds_to_us(row["timestamp"], "timestamp", required=True),
+        return (_vm_id(row), _seconds_to_us(row["timestamp"], "timestamp", required=True),
                 _percent(row["maxcpu"], "maxcpu", required=False),
                 _percent(row["avgcpu"], "avgcpu", required=True))
 

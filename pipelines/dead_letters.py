@@ -41,12 +41,16 @@ def _missing(value) -> bool:
     return value is None or (isinstance(value, str) and value.strip() == "")
 
 
+def _at_least(number, field: str, min_value):
+    if min_value is not None and number < min_value:
+        raise RowError(f"{field} is below {min_value}: {number}")
+    return number
+
+
 def to_int(value, field: str, required: bool = True, min_value=None):
     """An integer from an int, an integral float or a decimal string (BigQuery JSON)."""
     if type(value) is int:  # the common case, checked first: parsing is per row
-        if min_value is not None and value < min_value:
-            raise RowError(f"{field} is below {min_value}: {value}")
-        return value
+        return _at_least(value, field, min_value)
     if _missing(value):
         if required:
             raise RowError(f"missing {field}")
@@ -64,9 +68,7 @@ def to_int(value, field: str, required: bool = True, min_value=None):
         number = int(number)
     except (TypeError, ValueError, OverflowError):
         raise RowError(f"{field} is not an integer: {value!r}") from None
-    if min_value is not None and number < min_value:
-        raise RowError(f"{field} is below {min_value}: {number}")
-    return number
+    return _at_least(number, field, min_value)
 
 
 def to_float(value, field: str, required: bool = True, min_value=None):
@@ -84,9 +86,7 @@ def to_float(value, field: str, required: bool = True, min_value=None):
         raise RowError(f"{field} is not a number: {value!r}") from None
     if not math.isfinite(number):
         raise RowError(f"{field} is not finite: {value!r}")
-    if min_value is not None and number < min_value:
-        raise RowError(f"{field} is below {min_value}: {number}")
-    return number
+    return _at_least(number, field, min_value)
 
 
 def to_enum(value, field: str, names: dict):
