@@ -143,7 +143,8 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
     for table in ("filtered_usage", "scheduled_usage"):
         check.load_or_write(config, table)
 
-    if source is None and not any(_loaded(config, t) for t in ("instances", "usage")):
+    if source is None and not any(_loaded(config, t) for t in (
+            "instances", "usage", "filtered_usage", "scheduled_usage")):
         check.fail("source", "no source (google_v3, azure_v1, azure_packing_2020, synthetic) "
                    "and no loaded canonical table")
     if source == "google_v3":
@@ -213,7 +214,15 @@ def _has_usage(config, source) -> bool:
     return source == "synthetic"
 
 
+OVERCOMMIT_FIELDS = ("filter", "filtered_usage", "metric", "reset_and_shift", "scheduler",
+                     "scheduled_usage")
+
+
 def _validate_overcommit(check, config, source):
+    if not config.fortune_teller:
+        for name in OVERCOMMIT_FIELDS:
+            check.require(not config.HasField(name), name,
+                          "has no effect: the overcommit stages run only with fortune_teller")
     if config.HasField("filter"):
         check.range(config.filter.priority_range, "filter.priority_range")
         check.range(config.filter.scheduling_class_range, "filter.scheduling_class_range")
@@ -230,8 +239,15 @@ def _validate_overcommit(check, config, source):
                           f"{config.metric.cpu_percentile}")
         if source in ("azure_v1",) and which in ("cpu_percentile", "avg_memory", "max_memory"):
             check.fail(f"metric.{which}", "the Azure V1 trace has only avg_cpu and max_cpu")
+        check.positive(config.metric, "step_s", "metric")
     if config.HasField("reset_and_shift"):
-        check.range(config.reset_and_shift.random_shift, "reset_and_shift.random_shift")
+        reset = config.reset_and_shift
+        if reset.HasField("random_shift"):
+            for bound in ("lower_bound", "upper_bound"):
+                check.require(reset.random_shift.HasField(bound),
+                              f"reset_and_shift.random_shift.{bound}", "is required")
+            check.range(reset.random_shift, "reset_and_shift.random_shift")
+        check.positive(reset, "num_shards", "reset_and_shift")
     if config.HasField("scheduler"):
         which = config.scheduler.WhichOneof("scheduler")
         check.require(which is not None, "scheduler", "names neither by_machine_id nor at_random")
@@ -240,11 +256,22 @@ def _validate_overcommit(check, config, source):
         if which == "by_machine_id" and source == "azure_v1":
             check.fail("scheduler.by_machine_id",
                        "the Azure V1 trace has no machines: use scheduler.at_random")
+    if _loaded(config, "scheduled_usage") and _loaded(config, "filtered_usage"):
+        check.fail("filtered_usage.input", "is unused: scheduled_usage is loaded")
     if config.fortune_teller:
         check.require(_has_usage(config, source), "fortune_teller",
                       "needs a usage table: the source gives none and usage is not loaded")
-        if source == "azure_v1" and not config.HasField("scheduler"):
-            check.fail("scheduler", "the Azure V1 trace has no machines: set scheduler.at_random")
+        if not _loaded(config, "scheduled_usage"):
+            check.require(config.HasField("metric"), "metric",
+                          "is required with fortune_teller: avg_cpu, max_cpu, cpu_percentile, "
+                          "avg_memory or max_memory")
+            if source == "azure_v1" and not config.HasField("scheduler"):
+                check.fail("scheduler",
+                           "the Azure V1 trace has no machines: set scheduler.at_random")
+        kinds = [teller.WhichOneof("teller") for teller in config.fortune_teller]
+        check.require("predictor" not in kinds or "oracle" in kinds, "fortune_teller",
+                      "predictors are scored against the first oracle teller: add one, e.g. "
+                      "fortune_teller { name: \"oracle\" oracle {} }")
     names = set()
     for i, teller in enumerate(config.fortune_teller):
         field = f"fortune_teller[{i}]"
@@ -256,13 +283,14 @@ def _validate_overcommit(check, config, source):
         if which is None:
             check.fail(field, "names neither oracle nor predictor")
         elif which == "oracle":
-            check.positive(teller.oracle, "horizon_s", f"{field}.oracle")
+            check.positive(teller.oracle, "horizon_s", f"{field}.oracle", allow_zero=True)
             check.fraction(teller.oracle, "percentile", f"{field}.oracle", 100)
         else:
             _validate_predictor(check, teller.predictor, f"{field}.predictor")
 
 
 def _validate_predictor(check, predictor, field: str):
+    """The constructor's constraints of each predictor (predictors/*.py), by field."""
     which = predictor.WhichOneof("predictor")
     if which is None:
         check.fail(field, "names no predictor")
@@ -274,31 +302,74 @@ def _validate_predictor(check, predictor, field: str):
         for i, inner in enumerate(message.predictors):
             _validate_predictor(check, inner, f"{field}.predictors[{i}]")
         return
-    for name in ("min_num_samples", "num_history_samples", "horizon_steps", "refit_every_steps",
-                 "p", "d", "q"):
+    check.positive(message, "min_num_samples", field, allow_zero=True)
+    for name in ("num_history_samples", "refit_every_steps"):
         if hasattr(message, name):
-            check.positive(message, name, field, allow_zero=True)
+            check.positive(message, name, field)
     if hasattr(message, "percentile"):
         check.fraction(message, "percentile", field, 100)
     if which == "borg_default":
-        check.positive(message, "phi", field)
+        check.positive(message, "phi", field, allow_zero=True)
     if which == "n_sigma":
         check.positive(message, "n", field, allow_zero=True)
+        check.require(message.num_history_samples >= 2, f"{field}.num_history_samples",
+                      f"must be >= 2 (a standard deviation needs two), got "
+                      f"{message.num_history_samples}")
     if which in ("arima", "gaussian_process"):
-        check.positive(message, "num_history_samples", field)
-        check.positive(message, "horizon_steps", field)
-        check.positive(message, "refit_every_steps", field)
+        check.require(2 <= message.min_fit_samples <= message.num_history_samples,
+                      f"{field}.min_fit_samples",
+                      f"must be in [2, num_history_samples {message.num_history_samples}], got "
+                      f"{message.min_fit_samples}")
+    if which == "arima":
+        for i, order in enumerate(message.order):
+            for name in ("p", "d", "q"):
+                check.positive(order, name, f"{field}.order[{i}]", allow_zero=True)
+    if which == "gaussian_process":
+        check.require(1 <= message.pattern_length <= message.min_fit_samples - 2,
+                      f"{field}.pattern_length",
+                      f"must be in [1, min_fit_samples - 2 = {message.min_fit_samples - 2}] "
+                      f"(two training patterns), got {message.pattern_length}")
 
 
 def _validate_lifetime(check, model):
+    # Imported here so that configs without a lifetime stage validate without the model code.
+    from predictors.lifetime_features import CATEGORICAL, FEATURES
+
     field = "lifetime_model"
-    check.positive(model, "lifetime_cap_s", field)
+    for name in ("lifetime_cap_s", "num_trees", "num_leaves", "min_data_in_leaf",
+                 "min_category_count", "la_threshold_s", "learning_rate", "num_threads",
+                 "uptime_examples_per_instance", "min_remaining_s", "long_lived_threshold_s",
+                 "long_lived_decision_s", "num_uptime_quantiles", "num_shards"):
+        check.positive(model, name, field)
+    check.positive(model, "early_stopping_rounds", field, allow_zero=True)
     check.require(0 < model.train_fraction < 1, f"{field}.train_fraction",
                   f"must be in (0, 1), got {model.train_fraction}")
-    for name in ("num_trees", "num_leaves", "min_data_in_leaf", "min_category_count",
-                 "la_threshold_s"):
-        check.positive(model, name, field)
-    check.positive(model, "learning_rate", field)
+    check.require(0 <= model.validation_fraction < 1, f"{field}.validation_fraction",
+                  f"must be in [0, 1), got {model.validation_fraction}")
+    check.require(model.num_leaves >= 2, f"{field}.num_leaves",
+                  f"must be >= 2 (a tree needs two leaves), got {model.num_leaves}")
+    check.require(model.uptime_max_bin >= 2, f"{field}.uptime_max_bin",
+                  f"must be >= 2, got {model.uptime_max_bin}")
+    check.require(model.min_remaining_s <= model.lifetime_cap_s, f"{field}.min_remaining_s",
+                  f"must not exceed lifetime_cap_s {model.lifetime_cap_s}, got "
+                  f"{model.min_remaining_s}")
+    check.fraction(model, "la_target_recall", field)
+    check.fraction(model, "la_decision_probability", field)
+    kinds = {name: kind for name, kind, _ in FEATURES}
+    for i, name in enumerate(model.feature):
+        check.require(name in kinds, f"{field}.feature[{i}]",
+                      f"unknown feature {name!r}; known: {', '.join(kinds)}")
+    for i, name in enumerate(model.kaplan_meier_stratum_feature):
+        check.require(kinds.get(name) == CATEGORICAL, f"{field}.kaplan_meier_stratum_feature[{i}]",
+                      f"{name!r} is not a categorical feature; categorical: "
+                      f"{', '.join(n for n, k in kinds.items() if k == CATEGORICAL)}")
+    if model.HasField("examples"):
+        which = model.examples.WhichOneof("load_or_write")
+        if which == "output":
+            check.location(model.examples.output, f"{field}.examples.output")
+        else:
+            check.fail(f"{field}.examples", "only output is supported: examples are derived "
+                       "from the instances (load the instances table instead)")
 
 
 def _validate_placement(check, config, source):
@@ -318,6 +389,10 @@ def _validate_placement(check, config, source):
         if which in ("uptime_model", "one_shot_model"):
             check.require(config.HasField("lifetime_model"), f"{field}.lifetime_source[{i}]",
                           f"{which} needs a lifetime_model stage")
+        if which == "one_shot_model" and config.HasField("lifetime_model"):
+            check.require(config.lifetime_model.train_la_classifier,
+                          f"{field}.lifetime_source[{i}]",
+                          "one_shot_model needs lifetime_model.train_la_classifier")
     hostless = source in ("azure_v1", "azure_packing_2020")
     if hostless or placement.HasField("host_shape"):
         check.require(placement.HasField("host_shape"), f"{field}.host_shape",
@@ -331,5 +406,39 @@ def _validate_placement(check, config, source):
                   f"must be in (0, 1], got {placement.target_utilization}")
     check.positive(placement, "warmup_s", field, allow_zero=True)
     check.positive(placement, "sample_period_s", field)
-    if placement.HasField("lars_empty_host_threshold"):
-        check.fraction(placement, "lars_empty_host_threshold", field)
+    check.positive(placement, "refresh_interval_s", field, allow_zero=True)
+    if placement.HasField("best_fit_weights"):
+        check.positive(placement.best_fit_weights, "cpu", f"{field}.best_fit_weights")
+        check.positive(placement.best_fit_weights, "memory", f"{field}.best_fit_weights")
+    for name in ("pbfr_num_buckets", "dpbfr_long_lived_num_buckets",
+                 "dpbfr_long_lived_threshold_s", "la_binary_threshold_s",
+                 "class_first_fit_time_unit_s", "inflation_max_shapes",
+                 "inflation_copies_per_round"):
+        check.positive(placement, name, field)
+    thresholds = list(placement.la_class_threshold_s)
+    check.require(all(t > 0 for t in thresholds) and thresholds == sorted(set(thresholds)),
+                  f"{field}.la_class_threshold_s",
+                  f"must be positive and strictly increasing, got {thresholds}")
+    check.require(0 < placement.lava_recycle_fraction <= 1, f"{field}.lava_recycle_fraction",
+                  f"must be in (0, 1], got {placement.lava_recycle_fraction}")
+    check.positive(placement, "stranding_every", field, allow_zero=True)
+    if placement.HasField("start_time_us") and placement.HasField("end_time_us"):
+        check.require(placement.start_time_us <= placement.end_time_us,
+                      f"{field}.end_time_us",
+                      f"is before start_time_us ({placement.end_time_us} < "
+                      f"{placement.start_time_us})")
+    if placement.HasField("lars"):
+        lars, lars_field = placement.lars, f"{field}.lars"
+        check.require(len(lars.order) > 0, f"{lars_field}.order", "names no order")
+        for i, order in enumerate(lars.order):
+            check.require(order != fleetcast_pb2.PlacementConfig.Lars.ORDER_UNSPECIFIED,
+                          f"{lars_field}.order[{i}]", "is ORDER_UNSPECIFIED")
+        check.require(lars.HasField("empty_hosts_threshold_pct"),
+                      f"{lars_field}.empty_hosts_threshold_pct", "is required")
+        check.fraction(lars, "empty_hosts_threshold_pct", lars_field, upper=100.0)
+        for name in ("max_inflight", "migration_duration_s", "max_draining_hosts",
+                     "check_period_s"):
+            check.positive(lars, name, lars_field)
+        for i, policy in enumerate(lars.policy):
+            check.require(policy in placement.policy, f"{lars_field}.policy[{i}]",
+                          "is not one of placement.policy")

@@ -15,6 +15,7 @@ from typing import Dict, Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.pipeline import PipelineVisitor
 
 from configs import fleetcast_pb2
 from pipelines import azure_packing, azure_v1, google_v3, schemas, sinks
@@ -117,6 +118,15 @@ def stages(config, work_dir: str):
     run's one dead-letter table.
     """
     configured = []
+    if config.fortune_teller:
+        from pipelines.overcommit import OvercommitStage
+        configured.append(("Overcommit", OvercommitStage(config)))
+    if config.HasField("lifetime_model"):
+        from pipelines.lifetime import LifetimeStage  # LightGBM only when the stage runs
+        configured.append(("Lifetime", LifetimeStage(config.lifetime_model, work_dir)))
+    if config.HasField("placement"):
+        from pipelines.placement import PlacementStage
+        configured.append(("Placement", PlacementStage(config.placement)))
     return configured
 
 
@@ -144,20 +154,35 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
                 load_or_write.output, schemas.CANONICAL[name])
     for label, stage in stages(config, work_dir):
         add_stage_outputs(outputs, dict(outputs) | label >> stage, label)
-    written = []
     for name, tables in outputs.items():
         if output.parquet_dir is not None:
             sinks.clear_dir(FileSystems.join(output.parquet_dir, name))
-        result = tables | f"Write{name}" >> output.sink(name)
-        if isinstance(result, beam.PCollection):
-            written.append(result)
-    # One final step downstream of every file sink: Beam's DaskRunner computes only the graph
-    # of the last transform, so without it a multi-table run would write a single table.
+        _ = tables | f"Write{name}" >> output.sink(name)
+    # One final step downstream of every Parquet sink in the pipeline (stages' extra copies
+    # included): Beam's DaskRunner computes only the graph of the last transform, so without
+    # it a multi-table run would write a single table.
+    written = _parquet_sink_outputs(pipeline)
     if written:
         _ = (tuple(written)
              | "AllFilesWritten" >> beam.Flatten()
              | "CountFilesWritten" >> beam.combiners.Count.Globally())
     return outputs
+
+
+class _ParquetSinkOutputs(PipelineVisitor):
+    def __init__(self):
+        self.outputs = []
+
+    def enter_composite_transform(self, node):
+        if isinstance(node.transform, sinks.WriteParquetShards):
+            self.outputs.extend(node.outputs.values())
+
+
+def _parquet_sink_outputs(pipeline):
+    """The (path, rows) outputs of every WriteParquetShards applied to `pipeline`."""
+    visitor = _ParquetSinkOutputs()
+    pipeline.visit(visitor)
+    return visitor.outputs
 
 
 def run(config, output_dir: str, beam_args=()):

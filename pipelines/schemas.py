@@ -97,6 +97,278 @@ SOURCE_COUNTS = pa.schema([
     pa.field("rejected", pa.int64(), nullable=False),
 ])
 
+# Lifetime stage (pipelines/lifetime.py). Models are named "uptime", "no_uptime",
+# "kaplan_meier" and "la_classifier"; times in µs, durations in seconds.
+LIFETIME_EXAMPLES = pa.schema([
+    # (instance_id, start_time) is the instance's key in `instances`, whose columns the
+    # model's features are derived from.
+    pa.field("instance_id", pa.string(), nullable=False),
+    pa.field("start_time", pa.int64(), nullable=False),
+    # "train" (observed until the split time, exactly what the regressors trained on) or
+    # "test" (observed until the trace end).
+    pa.field("split", pa.string(), nullable=False),
+    pa.field("uptime_s", pa.float64(), nullable=False),
+    # The label: log10 of the remaining lifetime, clipped to [min_remaining_s, cap].
+    pa.field("log10_remaining_s", pa.float64(), nullable=False),
+    # From an instance still running at its observation end (its label is the cap).
+    pa.field("censored", pa.bool_(), nullable=False),
+])
+
+# Where every valid instance went: "train" (training-period instances that started at
+# least lifetime_cap_s before the split: the regressors' examples), "train_recent" (the
+# later training-period ones: Kaplan-Meier and, if old enough, the LA classifier use them;
+# no examples), "test", and "started_before_trace" (unknown lifetimes, no examples).
+LIFETIME_SPLIT = pa.schema([
+    pa.field("split", pa.string(), nullable=False),
+    pa.field("instances", pa.int64(), nullable=False),
+    pa.field("finished", pa.int64(), nullable=False),
+    pa.field("censored", pa.int64(), nullable=False),
+    pa.field("examples", pa.int64(), nullable=False),
+    pa.field("split_time_us", pa.int64()),
+    # Censored instances of the split were observed until this time.
+    pa.field("observation_end_us", pa.int64()),
+])
+
+LIFETIME_MODELS = pa.schema([
+    pa.field("name", pa.string(), nullable=False),
+    # The model class's KIND (uptime_lifetime_model, la_classifier, kaplan_meier).
+    pa.field("kind", pa.string(), nullable=False),
+    # Directory of the model's files; pipelines.lifetime.load_model(path) loads it.
+    pa.field("path", pa.string(), nullable=False),
+    pa.field("features", pa.list_(pa.string())),
+    pa.field("train_instances", pa.int64(), nullable=False),
+    # Uptime-augmented examples trained on (instances for the classifier and Kaplan-Meier).
+    pa.field("train_examples", pa.int64(), nullable=False),
+    # Boosting rounds kept after early stopping (null for Kaplan-Meier).
+    pa.field("num_trees", pa.int64()),
+    pa.field("split_time_us", pa.int64(), nullable=False),
+    pa.field("format_version", pa.int64(), nullable=False),
+])
+
+_CLASSIFICATION_FIELDS = [
+    pa.field("model", pa.string(), nullable=False),
+    # Test instances whose class is known, and how many are long-lived.
+    pa.field("n", pa.int64(), nullable=False),
+    pa.field("n_positive", pa.int64(), nullable=False),
+    pa.field("threshold_s", pa.float64(), nullable=False),
+    # Predicted positive at or above this score: a lifetime in seconds for the regressors,
+    # a probability for the LA classifier.
+    pa.field("decision_threshold", pa.float64(), nullable=False),
+    pa.field("precision", pa.float64()),
+    pa.field("recall", pa.float64()),
+    pa.field("f1", pa.float64()),
+    # NaN when the test split lacks one of the classes.
+    pa.field("auc", pa.float64()),
+    pa.field("average_precision", pa.float64()),
+    pa.field("precision_at_recall_70", pa.float64()),
+    pa.field("precision_at_recall_75", pa.float64()),
+    pa.field("precision_at_recall_80", pa.float64()),
+    pa.field("precision_at_recall_85", pa.float64()),
+]
+
+# "Lives beyond long_lived_threshold_s" from the prediction at arrival (001 §3, Table 4).
+LIFETIME_LONG_LIVED = pa.schema(_CLASSIFICATION_FIELDS)
+
+# LA's 2-hour classifier (003 Tables 1 and 3).
+LIFETIME_LA_CLASSIFIER = pa.schema(_CLASSIFICATION_FIELDS)
+
+# F1 of "lives beyond the threshold" repredicted at uptime quantile/num_quantiles of the
+# lifetime, finished test instances (001 Fig. 9).
+LIFETIME_F1_BY_UPTIME = pa.schema([
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("quantile", pa.int64(), nullable=False),
+    pa.field("uptime_fraction", pa.float64(), nullable=False),
+    pa.field("n", pa.int64(), nullable=False),
+    pa.field("precision", pa.float64()),
+    pa.field("recall", pa.float64()),
+    pa.field("f1", pa.float64()),
+])
+
+# |log10 predicted − log10 true remaining| in bins [error_lower, error_upper), at arrival
+# only ("initial") and with every reprediction (001 App. C, Fig. 12).
+LIFETIME_ERROR_HISTOGRAM = pa.schema([
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("error_lower", pa.float64(), nullable=False),
+    # +inf for the last bin.
+    pa.field("error_upper", pa.float64(), nullable=False),
+    pa.field("initial_count", pa.int64(), nullable=False),
+    pa.field("initial_fraction", pa.float64(), nullable=False),
+    pa.field("with_repredictions_count", pa.int64(), nullable=False),
+    pa.field("with_repredictions_fraction", pa.float64(), nullable=False),
+])
+
+# Harrell's C-index of the lifetime predicted at arrival, all test instances with their
+# censoring (001 Table 4).
+LIFETIME_CONCORDANCE = pa.schema([
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("n", pa.int64(), nullable=False),
+    pa.field("c_index", pa.float64()),
+])
+
+LIFETIME_TABLES = {
+    "lifetime_examples": LIFETIME_EXAMPLES,
+    "lifetime_split": LIFETIME_SPLIT,
+    "lifetime_models": LIFETIME_MODELS,
+    "lifetime_long_lived": LIFETIME_LONG_LIVED,
+    "lifetime_la_classifier": LIFETIME_LA_CLASSIFIER,
+    "lifetime_f1_by_uptime": LIFETIME_F1_BY_UPTIME,
+    "lifetime_error_histogram": LIFETIME_ERROR_HISTOGRAM,
+    "lifetime_concordance": LIFETIME_CONCORDANCE,
+}
+
+# Overcommit stage (pipelines/overcommit.py; paper 004 §3-5). `predictor` is a fortune
+# teller's name (oracles included); times are µs on the stage's grid, after reset_and_shift;
+# machine_id is the simulated machine (the trace's, or 0..N-1 with scheduler.at_random);
+# usage and limits are in the configured metric's units.
+OVERCOMMIT_SCHEDULED_USAGE = pa.schema([
+    pa.field("machine_id", pa.int64(), nullable=False),
+    pa.field("instance_id", pa.string(), nullable=False),
+    pa.field("time", pa.int64(), nullable=False),
+    pa.field("usage", pa.float64(), nullable=False),
+    pa.field("limit", pa.float64(), nullable=False),
+])
+
+OVERCOMMIT_TIMESERIES = pa.schema([
+    pa.field("predictor", pa.string(), nullable=False),
+    pa.field("machine_id", pa.int64(), nullable=False),
+    pa.field("time", pa.int64(), nullable=False),
+    pa.field("num_tasks", pa.int64(), nullable=False),
+    # Sum of the tasks' usage, each capped at its limit (as the paper's reference does).
+    pa.field("total_usage", pa.float64(), nullable=False),
+    pa.field("total_limit", pa.float64(), nullable=False),
+    # NaN where the teller advertises nothing (an oracle over the last horizon).
+    pa.field("predicted_peak", pa.float64()),
+    # The scoring oracle (the first oracle teller); NaN where it has no value.
+    pa.field("oracle", pa.float64()),
+])
+
+# Per machine, averaged over its scored steps (predicted and oracle both known); NaN when
+# none is scored (paper 004 §5.1.3).
+OVERCOMMIT_MACHINE_METRICS = pa.schema([
+    pa.field("predictor", pa.string(), nullable=False),
+    pa.field("oracle", pa.string(), nullable=False),
+    pa.field("machine_id", pa.int64(), nullable=False),
+    pa.field("num_steps", pa.int64(), nullable=False),
+    pa.field("scored_steps", pa.int64(), nullable=False),
+    pa.field("violation_rate", pa.float64()),
+    pa.field("violation_severity", pa.float64()),
+    pa.field("savings_ratio", pa.float64()),
+])
+
+# The cell (all machines of the run) at each time: sums over the machines scored then.
+OVERCOMMIT_CELL_METRICS = pa.schema([
+    pa.field("predictor", pa.string(), nullable=False),
+    pa.field("oracle", pa.string(), nullable=False),
+    pa.field("time", pa.int64(), nullable=False),
+    pa.field("num_machines", pa.int64(), nullable=False),
+    pa.field("total_limit", pa.float64(), nullable=False),
+    pa.field("predicted_peak", pa.float64(), nullable=False),
+    pa.field("oracle_peak", pa.float64(), nullable=False),
+    # (total_limit - predicted_peak) / total_limit.
+    pa.field("savings_ratio", pa.float64()),
+])
+
+# CDF quantiles of each metric per predictor: violation_rate, violation_severity and
+# savings_ratio over machines, cell_savings_ratio over the cell's times.
+OVERCOMMIT_SUMMARY = pa.schema([
+    pa.field("predictor", pa.string(), nullable=False),
+    pa.field("oracle", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),
+    pa.field("n", pa.int64(), nullable=False),
+    pa.field("mean", pa.float64()),
+    pa.field("p10", pa.float64()),
+    pa.field("p25", pa.float64()),
+    pa.field("p50", pa.float64()),
+    pa.field("p75", pa.float64()),
+    pa.field("p90", pa.float64()),
+    pa.field("p95", pa.float64()),
+    pa.field("p99", pa.float64()),
+])
+
+# Rows in and out of each overcommit step: read = kept + filtered (left out by the
+# configuration) + rejected (dead letters, with their reasons).
+OVERCOMMIT_COUNTS = pa.schema([
+    pa.field("step", pa.string(), nullable=False),
+    pa.field("read", pa.int64(), nullable=False),
+    pa.field("kept", pa.int64(), nullable=False),
+    pa.field("filtered", pa.int64(), nullable=False),
+    pa.field("rejected", pa.int64(), nullable=False),
+])
+
+OVERCOMMIT_TABLES = {
+    "overcommit_scheduled_usage": OVERCOMMIT_SCHEDULED_USAGE,
+    "overcommit_timeseries": OVERCOMMIT_TIMESERIES,
+    "overcommit_machine_metrics": OVERCOMMIT_MACHINE_METRICS,
+    "overcommit_cell_metrics": OVERCOMMIT_CELL_METRICS,
+    "overcommit_summary": OVERCOMMIT_SUMMARY,
+    "overcommit_counts": OVERCOMMIT_COUNTS,
+}
+
+# Placement stage (pipelines/placement.py; policies/metrics.py defines every metric). One
+# replay per (pool, policy, lifetime_source, defrag): lifetime_source is "oracle",
+# "noisy_oracle_<accuracy>", "uptime_model" or "one_shot_model"; defrag is "none",
+# "lars_lifetime" or "lars_baseline". Percentages are 0-100; `time` is trace µs.
+_REPLAY_KEY_FIELDS = [
+    pa.field("pool", pa.string(), nullable=False),
+    pa.field("policy", pa.string(), nullable=False),
+    pa.field("lifetime_source", pa.string(), nullable=False),
+    # The noisy oracle's accuracy (null for other sources), for accuracy sweeps.
+    pa.field("noisy_oracle_accuracy", pa.float64()),
+    pa.field("defrag", pa.string(), nullable=False),
+]
+PLACEMENT_PCT_METRICS = ("empty_hosts_pct", "upper_bound_empty_hosts_pct",
+                         "packing_density_pct", "empty_to_free_ratio_pct",
+                         "cpu_allocated_pct", "memory_allocated_pct", "stranded_cpu_pct",
+                         "stranded_memory_pct")
+PLACEMENT_TIMESERIES = pa.schema(_REPLAY_KEY_FIELDS + [
+    pa.field("time", pa.int64(), nullable=False),
+    pa.field("empty_hosts", pa.int64(), nullable=False),
+    *[pa.field(name, pa.float64()) for name in PLACEMENT_PCT_METRICS],
+    pa.field("live_vms", pa.int64(), nullable=False),
+    # Counts since the end of the warm-up.
+    pa.field("placements", pa.int64(), nullable=False),
+    pa.field("failed_placements", pa.int64(), nullable=False),
+    pa.field("migrations", pa.int64(), nullable=False),
+])
+# Metrics whose difference vs the pool's Best-Fit replay (same lifetime source, no
+# defragmentation) the summary gives in percentage points, as <metric>_vs_best_fit_pp.
+PLACEMENT_BASELINE_METRICS = ("empty_hosts_pct", "packing_density_pct",
+                              "empty_to_free_ratio_pct", "stranded_cpu_pct",
+                              "stranded_memory_pct")
+PLACEMENT_SUMMARY = pa.schema(_REPLAY_KEY_FIELDS + [
+    pa.field("num_hosts", pa.int64(), nullable=False),
+    # Every VM of the pool kept for the replay: vms = placed + failed + not_replayed (outside
+    # the replay window), warm-up VMs included.
+    pa.field("vms", pa.int64(), nullable=False),
+    pa.field("placed_vms", pa.int64(), nullable=False),
+    pa.field("failed_vms", pa.int64(), nullable=False),
+    pa.field("not_replayed_vms", pa.int64(), nullable=False),
+    pa.field("warmup_vms", pa.int64(), nullable=False),
+    pa.field("warmup_failed", pa.int64(), nullable=False),
+    # Since the end of the warm-up.
+    pa.field("placements", pa.int64(), nullable=False),
+    pa.field("failed_placements", pa.int64(), nullable=False),
+    pa.field("migrations", pa.int64(), nullable=False),
+    pa.field("num_samples", pa.int64(), nullable=False),
+    # Means over the samples (stranding: over the samples with inflation).
+    *[pa.field(name, pa.float64()) for name in PLACEMENT_PCT_METRICS],
+    # upper_bound_empty_hosts_pct - empty_hosts_pct (001 App. G.2).
+    pa.field("gap_to_upper_bound_pp", pa.float64()),
+    *[pa.field(f"{name}_vs_best_fit_pp", pa.float64()) for name in PLACEMENT_BASELINE_METRICS],
+    # LARS over the whole replay (null without defragmentation).
+    pa.field("lars_migrations", pa.int64()),
+    pa.field("lars_saved_migrations", pa.int64()),
+    pa.field("lars_failed_migrations", pa.int64()),
+    pa.field("lars_drained_hosts", pa.int64()),
+    # Repredictions of a repredicting source (null otherwise).
+    pa.field("predictions", pa.int64()),
+    pa.field("prediction_batches", pa.int64()),
+])
+PLACEMENT_TABLES = {
+    "placement_timeseries": PLACEMENT_TIMESERIES,
+    "placement_summary": PLACEMENT_SUMMARY,
+}
+
 CANONICAL = {"machines": MACHINES, "instances": INSTANCES, "usage": USAGE}
 
 # Every table a run may write, by its output name. Later stages register theirs here.
@@ -104,6 +376,9 @@ TABLES = {
     **CANONICAL,
     "dead_letters": DEAD_LETTERS,
     "source_counts": SOURCE_COUNTS,
+    **LIFETIME_TABLES,
+    **OVERCOMMIT_TABLES,
+    **PLACEMENT_TABLES,
 }
 
 

@@ -17,6 +17,7 @@ import zlib
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
@@ -171,6 +172,13 @@ class WriteTable(beam.PTransform):
                 write_disposition=beam.io.BigQueryDisposition.WRITE_TRUNCATE))
 
 
+def _parquet_batches(readable_file, batch_rows: int = 65_536):
+    with readable_file.open() as handle:
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_rows):
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch])
+
+
 class ReadTable(beam.PTransform):
     """A table written by WriteTable (Parquet dir or BigQuery table) → PCollection[pa.Table]."""
 
@@ -181,8 +189,16 @@ class ReadTable(beam.PTransform):
 
     def expand(self, pbegin):
         if self._location.WhichOneof("location") == "parquet":
-            tables = pbegin | "ReadParquet" >> beam.io.ReadFromParquetBatched(
-                FileSystems.join(self._location.parquet, "*.parquet"))
+            # fileio + pyarrow rather than ReadFromParquetBatched, which the DaskRunner does
+            # not translate (it would read nothing).
+            tables = (
+                pbegin
+                | "Match" >> fileio.MatchFiles(FileSystems.join(self._location.parquet,
+                                                                "*.parquet"),
+                                               empty_match_treatment="DISALLOW")
+                | "Open" >> fileio.ReadMatches()
+                | "Spread" >> beam.Reshuffle()
+                | "ReadParquet" >> beam.FlatMap(_parquet_batches))
         else:
             tables = (
                 pbegin

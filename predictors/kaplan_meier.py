@@ -13,7 +13,8 @@ S(u) / 2 (more than half of the survivors were still running at their last obser
 prediction is `cap_s`, the longest remaining lifetime the other models predict.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+import io
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,10 @@ from predictors.lifetime_examples import DEFAULT_CAP_S, DEFAULT_MIN_REMAINING_S,
     observed_lifetimes
 from predictors.lifetime_features import NULL_CATEGORY, Instances, available_features, \
     derive_features, instances_frame
+from predictors.lifetime_model_files import METADATA_FILE, ModelFiles, metadata_bytes, \
+    read_metadata, read_model_dir, write_model_dir
+
+CURVES_FILE = "curves.npz"
 
 DEFAULT_STRATUM_FEATURES = ("pool", "priority", "scheduling_class", "collection_type",
                             "vm_category", "request_shape")
@@ -54,6 +59,8 @@ def survival_at(times: np.ndarray, survival: np.ndarray, t_s: np.ndarray) -> np.
 class KaplanMeierLifetimeModel:
     """Per-stratum Kaplan–Meier curves; predicts the conditional median remaining lifetime."""
 
+    KIND = "kaplan_meier"
+
     def __init__(self, *, stratum_features: Sequence[str] = DEFAULT_STRATUM_FEATURES,
                  min_stratum_count: int = 10, cap_s: float = DEFAULT_CAP_S,
                  min_remaining_s: float = DEFAULT_MIN_REMAINING_S, time_origin_s: float = 0.0):
@@ -65,6 +72,9 @@ class KaplanMeierLifetimeModel:
           cap_s, min_remaining_s: predictions are clipped to [min_remaining_s, cap_s].
           time_origin_s: see `derive_features`.
         """
+        self.config = dict(stratum_features=list(stratum_features),
+                           min_stratum_count=min_stratum_count, cap_s=cap_s,
+                           min_remaining_s=min_remaining_s, time_origin_s=time_origin_s)
         self.stratum_features = list(stratum_features)
         self.min_stratum_count = int(min_stratum_count)
         self.cap_s = float(cap_s)
@@ -74,6 +84,11 @@ class KaplanMeierLifetimeModel:
         self.stratum_index_: Dict[Tuple[str, ...], int] = {}
         # curves_[0] is the pooled curve; curves_[i] belongs to the stratum with index i.
         self.curves_: List[Tuple[np.ndarray, np.ndarray]] = []
+
+    @property
+    def feature_names(self) -> List[str]:
+        """The stratum features in use (those the training instances had)."""
+        return self.features_
 
     def _stratum_keys(self, frame) -> Tuple[List[Tuple[str, ...]], np.ndarray]:
         """Distinct feature-value tuples in `frame` and each row's position among them."""
@@ -139,3 +154,40 @@ class KaplanMeierLifetimeModel:
             defined = k < len(times)
             remaining_s[members[defined]] = times[k[defined]] - uptime_s[members[defined]]
         return np.clip(remaining_s, self.min_remaining_s, self.cap_s)
+
+    def to_files(self) -> ModelFiles:
+        """metadata.json (kind, version, config, features, stratum keys) and curves.npz (all
+        curves concatenated: times, survival, and offsets where each curve starts)."""
+        lengths = [len(times) for times, _ in self.curves_]
+        buffer = io.BytesIO()
+        np.savez(buffer,
+                 times=np.concatenate([times for times, _ in self.curves_]),
+                 survival=np.concatenate([survival for _, survival in self.curves_]),
+                 offsets=np.cumsum([0] + lengths))
+        strata = sorted(([list(key), index] for key, index in self.stratum_index_.items()),
+                        key=lambda pair: pair[1])
+        return {METADATA_FILE: metadata_bytes({
+                    "kind": self.KIND, "config": self.config, "features": self.features_,
+                    "strata": strata}),
+                CURVES_FILE: buffer.getvalue()}
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, bytes]) -> "KaplanMeierLifetimeModel":
+        metadata = read_metadata(files, cls.KIND)
+        if CURVES_FILE not in files:
+            raise ValueError(f"{cls.KIND} model files {sorted(files)} lack {CURVES_FILE}")
+        model = cls(**metadata["config"])
+        model.features_ = list(metadata["features"])
+        model.stratum_index_ = {tuple(key): index for key, index in metadata["strata"]}
+        with np.load(io.BytesIO(files[CURVES_FILE]), allow_pickle=False) as arrays:
+            times, survival, offsets = arrays["times"], arrays["survival"], arrays["offsets"]
+        model.curves_ = [(times[a:b], survival[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+        return model
+
+    def save(self, path: str) -> None:
+        """Writes `to_files()` into the local directory `path`."""
+        write_model_dir(path, self.to_files())
+
+    @classmethod
+    def load(cls, path: str) -> "KaplanMeierLifetimeModel":
+        return cls.from_files(read_model_dir(path))

@@ -16,7 +16,7 @@ default the decision probability is set after training to the highest one that r
 (the slice also used for early stopping).
 """
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import lightgbm as lgb
 import numpy as np
@@ -26,7 +26,8 @@ import pyarrow as pa
 from predictors.lifetime_evaluation import threshold_at_recall
 from predictors.lifetime_examples import long_lived_labels, observed_lifetimes
 from predictors.lifetime_features import FeatureEncoder, Instances, instances_frame
-from predictors.uptime_lifetime_model import load_model_dir, save_model_dir, \
+from predictors.lifetime_model_files import ModelFiles, read_model_dir, write_model_dir
+from predictors.uptime_lifetime_model import booster_files, booster_from_files, \
     time_validation_mask, train_booster
 
 DEFAULT_THRESHOLD_S = 2 * 3600.0
@@ -109,6 +110,11 @@ class LaClassifier:
                 self.decision_probability = threshold
         return self
 
+    @property
+    def feature_names(self):
+        """Model input columns (the encoder's features)."""
+        return self.encoder.feature_names_
+
     def encode(self, instances: Instances) -> np.ndarray:
         """Encoded features, float64 (n_instances, n_features)."""
         if self.encoder is None:
@@ -134,18 +140,27 @@ class LaClassifier:
         """Bool (n,): predicted to live longer than threshold_s."""
         return self.predict_proba_long(features) >= self.decision_probability
 
-    def save(self, path: str) -> None:
-        """Writes the directory `path`: model.txt and metadata.json (as UptimeLifetimeModel)."""
-        save_model_dir(path, self.booster, {
+    def to_files(self) -> ModelFiles:
+        """model.txt and metadata.json, as for UptimeLifetimeModel."""
+        return booster_files(self.booster, {
             "kind": self.KIND, "config": self.config, "encoder": self.encoder.to_dict(),
             "feature_names": self.encoder.feature_names_,
-            "decision_probability": self.decision_probability})
+            "decision_probability": self.decision_probability,
+            "num_trees_trained": self.booster.num_trees()})
 
     @classmethod
-    def load(cls, path: str) -> "LaClassifier":
-        booster, metadata = load_model_dir(path, cls.KIND)
+    def from_files(cls, files: Mapping[str, bytes]) -> "LaClassifier":
+        booster, metadata = booster_from_files(files, cls.KIND)
         classifier = cls(**metadata["config"])
         classifier.encoder = FeatureEncoder.from_dict(metadata["encoder"])
         classifier.booster = booster
         classifier.decision_probability = metadata["decision_probability"]
         return classifier
+
+    def save(self, path: str) -> None:
+        """Writes `to_files()` into the local directory `path`."""
+        write_model_dir(path, self.to_files())
+
+    @classmethod
+    def load(cls, path: str) -> "LaClassifier":
+        return cls.from_files(read_model_dir(path))

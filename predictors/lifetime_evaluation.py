@@ -104,7 +104,8 @@ def binary_classification_metrics(is_positive: np.ndarray, score: np.ndarray,
                                   recalls: Sequence[float] = DEFAULT_RECALLS) -> pd.DataFrame:
     """One-row DataFrame: n, n_positive, decision_threshold, precision, recall, f1 (of
     "score ≥ decision_threshold"), auc, average_precision, and precision_at_recall_<r> for
-    each r in `recalls` (column names like precision_at_recall_0.70)."""
+    each r in `recalls`, r in percent (precision_at_recall_70 for 0.70: column names that
+    BigQuery accepts too)."""
     is_positive = np.asarray(is_positive, dtype=bool)
     score = np.asarray(score, dtype=np.float64)
     precision, recall, f1 = precision_recall_f1(is_positive, score >= decision_threshold)
@@ -113,7 +114,8 @@ def binary_classification_metrics(is_positive: np.ndarray, score: np.ndarray,
            "recall": recall, "f1": f1, "auc": roc_auc(is_positive, score),
            "average_precision": average_precision(is_positive, score)}
     for r in recalls:
-        row[f"precision_at_recall_{r:.2f}"] = precision_at_recall(is_positive, score, r)
+        row[f"precision_at_recall_{round(100 * r)}"] = precision_at_recall(is_positive, score,
+                                                                           r)
     return pd.DataFrame([row])
 
 
@@ -239,11 +241,13 @@ def long_lived_metrics(model, instances: Instances, *, observation_end_us: Optio
     return table.assign(threshold_s=float(threshold_s))
 
 
-def f1_by_uptime_quantile(model, instances: Instances, *, n_quantiles: int = 20,
-                          observation_end_us: Optional[int] = None,
-                          threshold_s: float = LONG_LIVED_THRESHOLD_S,
-                          decision_threshold_s: float = LONG_LIVED_DECISION_S) -> pd.DataFrame:
+def f1_by_uptime(lifetime_s: np.ndarray, uptime_s: np.ndarray,
+                 predicted_remaining_s: np.ndarray, *,
+                 threshold_s: float = LONG_LIVED_THRESHOLD_S,
+                 decision_threshold_s: float = LONG_LIVED_DECISION_S) -> pd.DataFrame:
     """F1 of "lives beyond threshold_s" when repredicting at uptime q/n · T (001 Fig. 9).
+
+    Args: the output of `predict_at_uptime_quantiles`, with n = uptime_s.shape[1].
 
     Predicted lifetime = uptime + predicted remaining; long when ≥ decision_threshold_s.
     Finished instances only (the uptime is a fraction of the true lifetime). With a decision
@@ -253,24 +257,36 @@ def f1_by_uptime_quantile(model, instances: Instances, *, n_quantiles: int = 20,
 
     Columns: quantile (int q), uptime_fraction (q / n), n, precision, recall, f1.
     """
-    lifetime_s, uptime_s, predicted = predict_at_uptime_quantiles(
-        model, instances, n_quantiles=n_quantiles, observation_end_us=observation_end_us)
+    n_quantiles = uptime_s.shape[1]
     is_long = lifetime_s > threshold_s
     rows = []
     for q in range(n_quantiles):
-        predicted_long = uptime_s[:, q] + predicted[:, q] >= decision_threshold_s
+        predicted_long = uptime_s[:, q] + predicted_remaining_s[:, q] >= decision_threshold_s
         precision, recall, f1 = precision_recall_f1(is_long, predicted_long)
         rows.append({"quantile": q, "uptime_fraction": q / n_quantiles, "n": len(lifetime_s),
                      "precision": precision, "recall": recall, "f1": f1})
     return pd.DataFrame(rows)
 
 
-def log10_error_histogram(model, instances: Instances, *, n_quantiles: int = 20,
+def f1_by_uptime_quantile(model, instances: Instances, *, n_quantiles: int = 20,
                           observation_end_us: Optional[int] = None,
-                          cap_s: float = DEFAULT_CAP_S,
-                          min_remaining_s: float = DEFAULT_MIN_REMAINING_S,
-                          bin_edges: Sequence[float] = ERROR_BIN_EDGES) -> pd.DataFrame:
+                          threshold_s: float = LONG_LIVED_THRESHOLD_S,
+                          decision_threshold_s: float = LONG_LIVED_DECISION_S) -> pd.DataFrame:
+    """`f1_by_uptime` of `model` on the finished `instances`."""
+    return f1_by_uptime(
+        *predict_at_uptime_quantiles(model, instances, n_quantiles=n_quantiles,
+                                     observation_end_us=observation_end_us),
+        threshold_s=threshold_s, decision_threshold_s=decision_threshold_s)
+
+
+def error_histogram(lifetime_s: np.ndarray, uptime_s: np.ndarray,
+                    predicted_remaining_s: np.ndarray, *, cap_s: float = DEFAULT_CAP_S,
+                    min_remaining_s: float = DEFAULT_MIN_REMAINING_S,
+                    bin_edges: Sequence[float] = ERROR_BIN_EDGES) -> pd.DataFrame:
     """Histogram of |log10 error| without and with repredictions (001 App. C, Fig. 12).
+
+    Args: the output of `predict_at_uptime_quantiles`; cap_s and min_remaining_s clip the
+    true remaining lifetime like the training labels.
 
     "initial" holds the prediction at arrival of each finished instance; "with
     repredictions" adds the repredictions at uptimes q/n · T, q = 1..n−1.
@@ -278,9 +294,7 @@ def log10_error_histogram(model, instances: Instances, *, n_quantiles: int = 20,
     Columns: error_lower, error_upper (bin [lower, upper)), initial_count, initial_fraction,
     with_repredictions_count, with_repredictions_fraction.
     """
-    lifetime_s, uptime_s, predicted = predict_at_uptime_quantiles(
-        model, instances, n_quantiles=n_quantiles, observation_end_us=observation_end_us)
-    errors = log10_errors(lifetime_s, uptime_s, predicted, cap_s=cap_s,
+    errors = log10_errors(lifetime_s, uptime_s, predicted_remaining_s, cap_s=cap_s,
                           min_remaining_s=min_remaining_s)
     edges = np.asarray(bin_edges, dtype=np.float64)
     initial, _ = np.histogram(errors[:, 0], bins=edges)
@@ -291,6 +305,18 @@ def log10_error_histogram(model, instances: Instances, *, n_quantiles: int = 20,
         "with_repredictions_count": everything,
         "with_repredictions_fraction": everything / max(errors.size, 1),
     })
+
+
+def log10_error_histogram(model, instances: Instances, *, n_quantiles: int = 20,
+                          observation_end_us: Optional[int] = None,
+                          cap_s: float = DEFAULT_CAP_S,
+                          min_remaining_s: float = DEFAULT_MIN_REMAINING_S,
+                          bin_edges: Sequence[float] = ERROR_BIN_EDGES) -> pd.DataFrame:
+    """`error_histogram` of `model` on the finished `instances`."""
+    return error_histogram(
+        *predict_at_uptime_quantiles(model, instances, n_quantiles=n_quantiles,
+                                     observation_end_us=observation_end_us),
+        cap_s=cap_s, min_remaining_s=min_remaining_s, bin_edges=bin_edges)
 
 
 def concordance_table(models: Mapping[str, object], instances: Instances, *,

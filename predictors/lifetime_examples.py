@@ -16,8 +16,9 @@ observed duration D and an unknown lifetime T > D. They are never treated as fin
 example (Tu, label) is kept only when its label is known exactly, i.e. when D − Tu ≥ cap_s,
 so that the remaining lifetime is at least the cap whatever T is. Such examples use uptimes
 f·D and label log10(cap_s). Censored instances observed for less than the cap give no
-example; long-lived instances that start within the cap of the observation end are thus
-under-represented, which is why `time_split` keeps a test period after the training one.
+example, so among instances that start within the cap of the observation end the long-lived
+ones are under-represented; `label_known` selects the instances old enough for
+their label to be known, which is what the pipeline trains the regressors on.
 
 Zero or negative lifetimes (end_time ≤ start_time) are rejected with a reason.
 """
@@ -58,6 +59,15 @@ def reject_invalid_lifetimes(instances: Instances) -> Tuple[pd.DataFrame, pd.Dat
     bad = pd.notna(reason)
     rejected = frame[bad].assign(reason=reason[bad])
     return frame[~bad].reset_index(drop=True), rejected.reset_index(drop=True)
+
+
+def started_before_trace(instances: Instances, trace_start_us: int = 0) -> np.ndarray:
+    """Bool (n,): the instance was already running when the trace began (start_time ≤
+    `trace_start_us`: Google v3 writes such starts as 0, the Azure packing trace as negative
+    times), so its lifetime is unknown (left-truncated) and it gives no label."""
+    frame = instances_frame(instances)
+    return pd.to_numeric(frame["start_time"]).to_numpy(np.float64, na_value=np.nan) \
+        <= trace_start_us
 
 
 def default_observation_end_us(instances: Instances) -> int:
@@ -192,6 +202,21 @@ def make_uptime_examples(instances: Instances, *, cap_s: float = DEFAULT_CAP_S,
     return examples, rejected
 
 
+def label_known(instances: Instances, observation_end_us: int, horizon_s: float
+                ) -> np.ndarray:
+    """Bool (n,): the instance started at least `horizon_s` before `observation_end_us`.
+
+    By then each such instance has finished or has run for `horizon_s`, so its label at
+    arrival (the lifetime capped at `horizon_s`, or "longer than `horizon_s`") is known.
+    Keeping instead every recent instance that happens to have finished would keep the short
+    ones and drop the long ones: a training set (and a time-ordered validation slice, which
+    is the most recent part) biased toward short lifetimes.
+    """
+    frame = instances_frame(instances)
+    started = pd.to_numeric(frame["start_time"]).to_numpy(np.float64, na_value=np.nan)
+    return started <= observation_end_us - horizon_s * 1e6
+
+
 @dataclasses.dataclass(frozen=True)
 class TimeSplit:
     """Instances split at a point in time.
@@ -202,7 +227,7 @@ class TimeSplit:
         (end_time and end_type set to null).
       test: instances that started at or after `split_time_us`, as given.
       split_time_us: the split time; the observation end of `train`.
-      observation_end_us: the observation end of `test` (the latest time in the input).
+      observation_end_us: the observation end of `test` (the trace end).
     """
 
     train: pd.DataFrame
@@ -211,20 +236,33 @@ class TimeSplit:
     observation_end_us: int
 
 
-def split_time_at_fraction(instances: Instances, train_fraction: float) -> int:
-    """The time `train_fraction` of the way from the first start to the latest time seen."""
+def split_time_of_span(first_start_us: int, observation_end_us: int,
+                       train_fraction: float) -> int:
+    """The time `train_fraction` of the way from `first_start_us` to `observation_end_us`."""
     if not 0 < train_fraction < 1:
         raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
-    frame = instances_frame(instances)
-    first = float(frame["start_time"].min())
-    last = float(default_observation_end_us(frame))
-    return int(first + train_fraction * (last - first))
+    return int(first_start_us + train_fraction * (observation_end_us - first_start_us))
 
 
-def time_split(instances: Instances, split_time_us: int) -> TimeSplit:
-    """Train on the past, test on the future: never a random split across time."""
+def split_time_at_fraction(instances: Instances, train_fraction: float) -> int:
+    """The time `train_fraction` of the way from the first start to the latest time seen."""
     frame = instances_frame(instances)
-    observation_end_us = default_observation_end_us(frame)
+    return split_time_of_span(int(frame["start_time"].min()),
+                              default_observation_end_us(frame), train_fraction)
+
+
+def time_split(instances: Instances, split_time_us: int,
+               observation_end_us: Optional[int] = None) -> TimeSplit:
+    """Train on the past, test on the future: never a random split across time.
+
+    Args:
+      instances: valid instances (see `reject_invalid_lifetimes`).
+      split_time_us: instances starting before it train, the others test.
+      observation_end_us: the trace end; default `default_observation_end_us(instances)`.
+    """
+    frame = instances_frame(instances)
+    if observation_end_us is None:
+        observation_end_us = default_observation_end_us(frame)
     start = pd.to_numeric(frame["start_time"]).to_numpy(np.float64, na_value=np.nan)
     end = pd.to_numeric(frame["end_time"]).to_numpy(np.float64, na_value=np.nan)
     in_train = start < split_time_us
@@ -236,4 +274,4 @@ def time_split(instances: Instances, split_time_us: int) -> TimeSplit:
     return TimeSplit(train=train.reset_index(drop=True),
                      test=frame[~in_train].reset_index(drop=True),
                      split_time_us=int(split_time_us),
-                     observation_end_us=observation_end_us)
+                     observation_end_us=int(observation_end_us))

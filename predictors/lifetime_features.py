@@ -34,6 +34,10 @@ NULL_CATEGORY = "<null>"
 _DAY_S = 86400.0
 _HOUR_S = 3600.0
 
+REASON_NO_FEATURES = "no lifetime feature has a value (every feature column is null)"
+# Features that every instance has, since they come from its start time alone.
+_START_TIME_FEATURES = ("start_hour_of_day", "start_day_of_week")
+
 # Every feature the encoder knows, in matrix column order: (name, kind, source columns).
 FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
     ("pool", CATEGORICAL, ("pool",)),
@@ -144,6 +148,20 @@ def derive_features(instances: Instances, features: Optional[Sequence[str]] = No
         else:
             derived[name] = _numeric(frame[name])
     return pd.DataFrame(derived, index=frame.index)
+
+
+def lacks_feature_values(instances: Instances) -> np.ndarray:
+    """Bool (n,): every available feature of the instance is null, apart from those of its
+    start time, so a model could tell it from no other instance of the same hour (such
+    instances are rejected with REASON_NO_FEATURES rather than predicted as "other")."""
+    frame = instances_frame(instances)
+    names = [n for n in available_features(frame.columns) if n not in _START_TIME_FEATURES]
+    derived = derive_features(frame, names)
+    lacking = np.ones(len(frame), dtype=bool)
+    for name in names:
+        values = derived[name].to_numpy()
+        lacking &= (values == NULL_CATEGORY) if _KIND[name] == CATEGORICAL else np.isnan(values)
+    return lacking
 
 
 class FeatureEncoder:

@@ -21,10 +21,8 @@ examples only, it predicts a lifetime at arrival and the remaining lifetime is t
 the uptime.
 """
 
-import json
-import os
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import lightgbm as lgb
 import numpy as np
@@ -33,10 +31,10 @@ import pyarrow as pa
 
 from predictors.lifetime_examples import LifetimeExamples
 from predictors.lifetime_features import FeatureEncoder
+from predictors.lifetime_model_files import METADATA_FILE, ModelFiles, metadata_bytes, \
+    read_metadata, read_model_dir, write_model_dir
 
-MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.txt"
-METADATA_FILE = "metadata.json"
 UPTIME_FEATURE = "log10_uptime_s"
 
 
@@ -94,28 +92,21 @@ def train_booster(matrix: np.ndarray, label: np.ndarray, start_time_us: np.ndarr
     return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
 
 
-def save_model_dir(path: str, booster: lgb.Booster, metadata: dict) -> None:
-    """Writes `path`/model.txt (LightGBM text) and `path`/metadata.json."""
-    os.makedirs(path, exist_ok=True)
-    booster.save_model(os.path.join(path, MODEL_FILE))
-    with open(os.path.join(path, METADATA_FILE), "w") as f:
-        json.dump({**metadata, "format_version": MODEL_FORMAT_VERSION}, f, indent=1,
-                  sort_keys=True)
+def booster_files(booster: lgb.Booster, metadata: Mapping) -> ModelFiles:
+    """A booster's files: model.txt (LightGBM text, round-trip precision) and metadata.json."""
+    return {MODEL_FILE: booster.model_to_string().encode("utf-8"),
+            METADATA_FILE: metadata_bytes(metadata)}
 
 
-def load_model_dir(path: str, kind: str) -> Tuple[lgb.Booster, dict]:
-    """Reads what `save_model_dir` wrote and checks the kind, version and feature names."""
-    with open(os.path.join(path, METADATA_FILE)) as f:
-        metadata = json.load(f)
-    if metadata.get("kind") != kind:
-        raise ValueError(f"{path} holds a {metadata.get('kind')!r} model, expected {kind!r}")
-    if metadata.get("format_version") != MODEL_FORMAT_VERSION:
-        raise ValueError(f"{path}: model format version {metadata.get('format_version')}, "
-                         f"this code reads {MODEL_FORMAT_VERSION}")
-    booster = lgb.Booster(model_file=os.path.join(path, MODEL_FILE))
+def booster_from_files(files: Mapping[str, bytes], kind: str) -> Tuple[lgb.Booster, dict]:
+    """Reads what `booster_files` wrote; checks the kind, version and feature names."""
+    metadata = read_metadata(files, kind)
+    if MODEL_FILE not in files:
+        raise ValueError(f"{kind} model files {sorted(files)} lack {MODEL_FILE}")
+    booster = lgb.Booster(model_str=files[MODEL_FILE].decode("utf-8"))
     if booster.feature_name() != metadata["feature_names"]:
-        raise ValueError(f"{path}: the model's features {booster.feature_name()} differ from "
-                         f"its metadata's {metadata['feature_names']}")
+        raise ValueError(f"the model's features {booster.feature_name()} differ from its "
+                         f"metadata's {metadata['feature_names']}")
     return booster, metadata
 
 
@@ -265,23 +256,31 @@ class UptimeLifetimeModel:
             return np.empty(0)
         return split_thresholds(self.booster, len(self.encoder.feature_names_))
 
-    def save(self, path: str) -> None:
-        """Writes the directory `path`: model.txt (LightGBM text) and metadata.json (kind,
-        version, training config, encoder state with category maps, features, cap)."""
-        save_model_dir(path, self.booster, {
+    def to_files(self) -> ModelFiles:
+        """model.txt (LightGBM text) and metadata.json (kind, version, training config,
+        encoder state with category maps, features, cap)."""
+        return booster_files(self.booster, {
             "kind": self.KIND, "config": self.config, "encoder": self.encoder.to_dict(),
             "feature_names": self.feature_names, "cap_s": self.cap_s,
-            "min_remaining_s": self.min_remaining_s, "num_trees_trained":
-                self.booster.num_trees()})
+            "min_remaining_s": self.min_remaining_s,
+            "num_trees_trained": self.booster.num_trees()})
 
     @classmethod
-    def load(cls, path: str) -> "UptimeLifetimeModel":
-        booster, metadata = load_model_dir(path, cls.KIND)
+    def from_files(cls, files: Mapping[str, bytes]) -> "UptimeLifetimeModel":
+        booster, metadata = booster_from_files(files, cls.KIND)
         model = cls(**metadata["config"])
         model.encoder = FeatureEncoder.from_dict(metadata["encoder"])
         model.booster = booster
         model.cap_s, model.min_remaining_s = metadata["cap_s"], metadata["min_remaining_s"]
         return model
+
+    def save(self, path: str) -> None:
+        """Writes `to_files()` into the local directory `path`."""
+        write_model_dir(path, self.to_files())
+
+    @classmethod
+    def load(cls, path: str) -> "UptimeLifetimeModel":
+        return cls.from_files(read_model_dir(path))
 
 
 class RemainingLifetimeCache:

@@ -59,7 +59,7 @@ def test_binary_metrics_by_hand():
     # Steps of recall 1/3 at precision 1, 2/3, 3/4.
     assert row["average_precision"] == pytest.approx((1 + 2 / 3 + 3 / 4) / 3)
     # Recall >= 0.7 needs all three positives: best precision 3/4.
-    assert row["precision_at_recall_0.70"] == pytest.approx(0.75)
+    assert row["precision_at_recall_70"] == pytest.approx(0.75)
     assert row["n"] == 5 and row["n_positive"] == 3
     # The highest score cut reaching the recall: 0.7 keeps 2 of 3 positives, 0.4 all 3.
     assert threshold_at_recall(is_positive, score, 0.5) == 0.7

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 from predictors.lifetime_examples import DAY_S, REASON_NEGATIVE_LIFETIME, \
-    REASON_ZERO_LIFETIME, long_lived_labels, make_uptime_examples, observed_lifetimes, \
-    split_time_at_fraction, time_split
+    REASON_ZERO_LIFETIME, label_known, long_lived_labels, make_uptime_examples, \
+    observed_lifetimes, split_time_at_fraction, split_time_of_span, started_before_trace, \
+    time_split
 
 US = 10**6
 
@@ -117,3 +118,26 @@ def test_long_lived_labels_know_censored_instances_only_past_the_threshold():
     is_long, known = long_lived_labels(duration_s, finished, threshold_s=10.0)
     np.testing.assert_array_equal(is_long, [False, False, True, True, False])
     np.testing.assert_array_equal(known, [True, True, True, True, False])
+
+
+def test_split_with_a_given_observation_end_and_the_span_rule():
+    instances = _instances([0, 10, 20, 50, 60], [5, 40, None, 70, None])
+    split = time_split(instances, 30 * US, observation_end_us=100 * US)
+    assert split.observation_end_us == 100 * US
+    duration_s, finished = observed_lifetimes(split.test, split.observation_end_us)
+    np.testing.assert_allclose(duration_s, [20, 40])
+    np.testing.assert_array_equal(finished, [True, False])
+    assert split_time_of_span(10 * US, 110 * US, 0.25) == 35 * US
+    with pytest.raises(ValueError, match="train_fraction"):
+        split_time_of_span(0, 10, 1.0)
+
+
+def test_started_before_trace_and_label_known_masks():
+    instances = _instances([-5, 0, 1, 40, 70], [10, None, 3, None, 80])
+    np.testing.assert_array_equal(started_before_trace(instances),
+                                  [True, True, False, False, False])
+    np.testing.assert_array_equal(started_before_trace(instances, trace_start_us=1 * US),
+                                  [True, True, True, False, False])
+    # Observed until 100 s: a label up to 60 s is known for starts at or before 40 s.
+    np.testing.assert_array_equal(label_known(instances, 100 * US, 60.0),
+                                  [True, True, True, True, False])

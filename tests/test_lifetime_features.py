@@ -7,7 +7,7 @@ import pytest
 
 from pipelines import schemas
 from predictors.lifetime_features import NULL_CATEGORY, OTHER_CATEGORY, FeatureEncoder, \
-    available_features, derive_features
+    available_features, derive_features, lacks_feature_values
 
 
 def _instances(**columns) -> pd.DataFrame:
@@ -88,3 +88,11 @@ def test_transform_names_the_missing_column():
         _instances(user=["a", "b"], collection_logical_name=["x", "y"]))
     with pytest.raises(ValueError, match=r"lack column\(s\) \['collection_logical_name'\]"):
         encoder.transform(_instances(user=["a"]))
+
+
+def test_instances_lack_features_only_when_every_non_time_feature_is_null():
+    frame = _instances(cpu_request=[1.0, np.nan, np.nan, np.nan],
+                       memory_request=[np.nan, np.nan, 2.0, np.nan],
+                       user=[None, None, None, "u"])
+    # Row 1 has only its start time (hour and day), which every instance has.
+    np.testing.assert_array_equal(lacks_feature_values(frame), [False, True, False, False])

@@ -174,3 +174,24 @@ def test_kaplan_meier_conditional_median_and_pooled_rare_strata():
     # The rare stratum uses the pooled curve of all 8: 7/8, 3/4, 5/8, then 5/12 at t = 5.
     np.testing.assert_allclose(model.survival(np.array([0]), np.array([5.0])), [5 / 12])
     np.testing.assert_allclose(model.predict_remaining(np.array([0]), 0.0), [5.0])
+
+
+def test_kaplan_meier_files_round_trip_gives_identical_predictions(tmp_path):
+    rng = np.random.default_rng(10)
+    frame = _bimodal(400, seed=10)
+    frame["priority"] = rng.choice([0, 100, 200, 300], len(frame), p=[.4, .3, .28, .02])
+    censored = rng.random(len(frame)) < 0.2
+    frame["end_time"] = pd.array(np.where(censored, np.nan, frame["end_time"]), dtype="Int64")
+    model = KaplanMeierLifetimeModel(stratum_features=["priority", "collection_logical_name"])
+    model.fit(frame, observation_end_us=int(20 * DAY_S * US))
+    assert len(model.curves_) > 3
+    model.save(str(tmp_path / "km"))
+    loaded = KaplanMeierLifetimeModel.load(str(tmp_path / "km"))
+    assert loaded.feature_names == model.feature_names
+    uptime_s = rng.uniform(0, 5 * DAY_S, len(frame))
+    np.testing.assert_array_equal(loaded.predict_remaining(loaded.encode(frame), uptime_s),
+                                  model.predict_remaining(model.encode(frame), uptime_s))
+    with pytest.raises(ValueError, match="'kaplan_meier' model, expected 'la_classifier'"):
+        LaClassifier.load(str(tmp_path / "km"))
+    with pytest.raises(ValueError, match="priority"):
+        loaded.encode(frame.drop(columns=["priority"]))

@@ -74,3 +74,17 @@ def test_parquet_sink_conforms_tables_to_the_declared_schema(tmp_path):
 def test_conform_names_missing_columns():
     with pytest.raises(ValueError, match=r"lacks columns \['reason', 'raw'\]"):
         sinks.conform(pa.table({"source": ["s"], "table": ["t"]}), schemas.DEAD_LETTERS)
+
+
+def test_load_or_write_round_trips_a_canonical_table(tmp_path):
+    from tests.helpers import run_text_config, sorted_frame
+    import pandas as pd
+
+    copy = tmp_path / "copy" / "usage"
+    first = run_text_config(
+        f'synthetic {{ machines: 2 days: 0.2 seed: 5 }} usage {{ output {{ parquet: "{copy}" }} }}',
+        tmp_path / "first")
+    second = run_text_config(f'usage {{ input {{ parquet: "{copy}" }} }}', tmp_path / "second")
+    assert len(first["usage"]) > 100
+    pd.testing.assert_frame_equal(sorted_frame(second["usage"]), sorted_frame(first["usage"]))
+    assert second["instances"].empty and second["dead_letters"].empty
