@@ -20,11 +20,12 @@ A VM of class c is placed, in decreasing preference (Algorithm 3), on: a recycli
 class c+1, else c+2, ... (closest class first); an open host of class c; any other used host;
 an empty host. Within a tier, NILAS (temporal cost, then Best-Fit) picks the host.
 
-LAVA is a scoring function in the paper (hosts are ranked, not filtered), so "recycling
-hosts only receive VMs at least one class lower" holds as a preference: a recycling host of
-the VM's class or lower is only in the "any other used host" tier. (Read as a hard filter,
-VMs of long classes open a new host whenever no open host of their class fits, which on
-heavy-tailed traces leaves ~20 pp fewer empty hosts than Best-Fit.)
+"Recycling hosts only receive VMs that are at least one lifetime class lower" (001 §4.3) is
+a hard rule by default (`strict_recycling=True`): the "any other used host" tier holds the
+open hosts of other classes but no recycling host of the VM's class or lower, so such a VM
+opens an empty host rather than join one. Algorithm 3 itself only ranks hosts;
+`strict_recycling=False` keeps that pure scoring, where those recycling hosts are part of
+the "any other used host" tier.
 """
 
 import bisect
@@ -52,14 +53,17 @@ class Lava(PlacementPolicy):
     Args:
       recycle_fraction: an open host turns recycling when more than this fraction of any
         dimension is used (paper: 0.9).
+      strict_recycling: recycling hosts never take a VM of their class or a higher one
+        (001 §4.3 prose); False ranks them in the "any other used host" tier instead
+        (Algorithm 3 as a pure score).
     """
 
-    name = "lava"
-
-    def __init__(self, recycle_fraction: float = 0.9):
+    def __init__(self, recycle_fraction: float = 0.9, strict_recycling: bool = True):
         if not 0.0 < recycle_fraction <= 1.0:
             raise ValueError(f"recycle_fraction must be in (0, 1], got {recycle_fraction}")
         self.recycle_fraction = recycle_fraction
+        self.strict_recycling = strict_recycling
+        self.name = "lava" if strict_recycling else "lava_scoring"
         self._bounds_us = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S]
 
     @staticmethod
@@ -108,11 +112,13 @@ class Lava(PlacementPolicy):
         self._open = [self._groups.index(self._group_key(OPEN, c)) for c in range(NUM_CLASSES)]
         self._recycling = [self._groups.index(self._group_key(RECYCLING, c))
                            for c in range(NUM_CLASSES)]
-        # Tier 3 per VM class: used hosts that are neither open of the class nor recycling
-        # of a higher class.
+        # Tier 3 per VM class: open hosts of other classes, and unless recycling is strict,
+        # recycling hosts of the VM's class or lower.
+        lower_recycling = [[] if self.strict_recycling else self._recycling[:vm_class + 1]
+                           for vm_class in range(NUM_CLASSES)]
         self._other_used = [
             [self._open[c] for c in range(NUM_CLASSES) if c != vm_class]
-            + self._recycling[:vm_class + 1] for vm_class in range(NUM_CLASSES)]
+            + lower_recycling[vm_class] for vm_class in range(NUM_CLASSES)]
 
     @staticmethod
     def _group_key(state: int, host_class: int) -> int:

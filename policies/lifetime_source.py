@@ -14,6 +14,8 @@ and says whether its answer for a VM changes with uptime (`repredicts`). Sources
   table, one row per VM of the trace (the uptime-augmented model of paper 000 §3).
 - `OneShotLifetimes`: wraps a source and predicts once, at uptime 0; later the remaining
   lifetime is that prediction minus the uptime, floored at 0 (LA, paper 003).
+- `ClassifierLifetimes`: a long/short classification at arrival (the LA classifier of paper
+  003 §3.2) as one-shot lifetimes on either side of its threshold.
 
 `HostExitCache` keeps the hosts' exit estimates of a repredicting source current the way
 paper 000 §5 and 001 App. G.3 describe: a host is repredicted (all its VMs at their current
@@ -116,6 +118,27 @@ class OneShotLifetimes:
         if len(missing):
             self._lifetime_s[missing] = self._source.predict_remaining_s(
                 missing, np.zeros(len(missing)))
+        return np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
+
+
+class ClassifierLifetimes:
+    """One-shot lifetimes from a long-lived classification: `long_lived` bool[V] per VM.
+
+    A classifier says only on which side of `threshold_s` a lifetime lies, so a VM predicted
+    long lives `long_factor` * threshold and a short one threshold / `long_factor` (seconds).
+    With a threshold equal to LA-Binary's, LA-Binary sees exactly the classifier's classes;
+    policies with finer classes see two lifetimes only.
+    """
+
+    repredicts = False
+
+    def __init__(self, long_lived: np.ndarray, threshold_s: float, long_factor: float = 2.0):
+        if threshold_s <= 0 or long_factor <= 1:
+            raise ValueError("threshold_s must be > 0 and long_factor > 1")
+        self._lifetime_s = np.where(np.asarray(long_lived, dtype=bool),
+                                    threshold_s * long_factor, threshold_s / long_factor)
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
         return np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
 
 

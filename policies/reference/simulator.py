@@ -37,7 +37,8 @@ class ReferenceReplay:
 
     Args mirror policies.simulator.simulate; `policy` is one of POLICIES, configured by
     la_thresholds_s (LA), num_buckets / long_lived_num_buckets / long_lived_threshold_s
-    (PBFR, DPBFR), time_unit_s (class First-Fit) and recycle_fraction (LAVA).
+    (PBFR, DPBFR), time_unit_s (class First-Fit), recycle_fraction and strict_recycling
+    (LAVA).
     """
 
     def __init__(self, trace, pool_spec: PoolSpec, policy: str, lifetimes, *,
@@ -46,7 +47,7 @@ class ReferenceReplay:
                  la_thresholds_s=LA_BINARY_THRESHOLDS_S, num_buckets: int = 3,
                  long_lived_num_buckets: Optional[int] = None,
                  long_lived_threshold_s: float = 7200.0, time_unit_s: float = 60.0,
-                 recycle_fraction: float = 0.9):
+                 recycle_fraction: float = 0.9, strict_recycling: bool = True):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy}")
         self.trace = trace
@@ -62,6 +63,7 @@ class ReferenceReplay:
         self.limit = capacity * (1.0 + FIT_TOLERANCE)
         self.room = self.limit.copy()
         self.recycle_room = used_above_room(capacity, recycle_fraction)
+        self.strict_recycling = strict_recycling
         self.vms = [set() for _ in range(self.num_hosts)]
         self.pred_exit = {}
         self.host_of = {}
@@ -188,8 +190,10 @@ class ReferenceReplay:
         tiers = [(state == RECYCLING) & (host_class == c)
                  for c in range(vm_class + 1, len(self.lava_bounds_us))]
         tiers.append((state == OPEN) & (host_class == vm_class))
-        tiers.append(used & ~((state == OPEN) & (host_class == vm_class))
-                     & ~((state == RECYCLING) & (host_class > vm_class)))
+        # Strict: no recycling host at all in this tier (those of a higher class were
+        # tiers above; the others refuse the VM).
+        refused = (state == RECYCLING) & ((host_class > vm_class) | self.strict_recycling)
+        tiers.append(used & ~((state == OPEN) & (host_class == vm_class)) & ~refused)
         tiers.append(~used)
         for tier in tiers:
             host = self._nilas_order(fits & tier, score, cost, used)

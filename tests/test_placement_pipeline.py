@@ -1,0 +1,229 @@
+"""The placement stage end to end on small hand-made tables, and the placement notebook."""
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from configs import fleetcast_pb2
+from pipelines import config as run_config
+from pipelines import placement, schemas
+from policies.lava import Lava
+from policies.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
+from policies.metrics import InflationMix
+from policies.nilas import Nilas
+from policies.best_fit import BestFit
+from policies.pool import PoolSpec
+from policies.simulator import PlacementTrace, simulate
+from tests.helpers import run_text_config
+
+S = 1_000_000
+HOUR = 3600 * S
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WARMUP_S, SAMPLE_PERIOD_S, STRANDING_EVERY = 3600, 900, 2
+# Pool "a": machine 1 was resized, its latest event counts; machine 3 has no capacity.
+MACHINES = [
+    {"machine_id": 1, "time": 0, "cpu_capacity": 0.5, "memory_capacity": 0.5, "pool": "a"},
+    {"machine_id": 1, "time": 10 * S, "cpu_capacity": 1.0, "memory_capacity": 1.0,
+     "pool": "a"},
+    {"machine_id": 2, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 0.5, "pool": "a"},
+    {"machine_id": 3, "time": 0, "cpu_capacity": None, "memory_capacity": None, "pool": "a"},
+    {"machine_id": 4, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0, "pool": "a"},
+] + [{"machine_id": 10 + m, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0,
+      "pool": "b"} for m in range(4)]
+# (instance_id, pool, start, end, cpu, memory, expected dead-letter reason)
+BAD_ROWS = [
+    ("bad-no-cpu", "a", 5 * S, 50 * S, None, 0.1, placement.REASON_NO_REQUEST),
+    ("bad-zero", "a", 5 * S, 50 * S, 0.0, 0.0, placement.REASON_ZERO_REQUEST),
+    ("bad-ends-first", "a", 50 * S, 5 * S, 0.1, 0.1, placement.REASON_ENDS_BEFORE_START),
+    # Fits no host of pool "a" in memory (largest 1.0), though its CPU would fit.
+    ("bad-too-large", "a", 5 * S, 50 * S, 0.5, 1.5, placement.REASON_TOO_LARGE),
+    ("bad-no-machines", "c", 5 * S, 50 * S, 0.1, 0.1, placement.REASON_NO_HOSTS),
+]
+
+
+def random_rows(pool, seed, num_vms):
+    """VMs over 6 hours, some alive before time 0 (warm-up), some censored (no end)."""
+    rng = np.random.default_rng(seed)
+    start = np.sort(rng.integers(-HOUR, 6 * HOUR, num_vms))
+    end = start + (10 ** rng.uniform(2, 4.5, num_vms) * S).astype(np.int64)
+    censored = end > 6 * HOUR
+    rows = []
+    for i in range(num_vms):
+        rows.append({"instance_id": f"{pool}-{i:03d}", "pool": pool, "start_time": int(start[i]),
+                     "end_time": None if censored[i] else int(end[i]),
+                     "cpu_request": float(rng.choice([0.05, 0.1, 0.2, 0.3])),
+                     "memory_request": float(rng.choice([0.05, 0.1, 0.25]))})
+    return rows
+
+
+def instance_rows():
+    rows = random_rows("a", 0, 120) + random_rows("b", 1, 80)
+    rows += [{"instance_id": i, "pool": p, "start_time": s, "end_time": e, "cpu_request": c,
+              "memory_request": m} for i, p, s, e, c, m, _ in BAD_ROWS]
+    return rows
+
+
+def write_parquet(directory, rows, schema):
+    os.makedirs(directory)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema),
+                   os.path.join(directory, "part-0.parquet"))
+
+
+PLACEMENT_TEXT = f"""
+  policy: BEST_FIT policy: NILAS policy: LAVA
+  lifetime_source {{ oracle: true }} lifetime_source {{ noisy_oracle_accuracy: 0.7 }}
+  warmup_s: {WARMUP_S} sample_period_s: {SAMPLE_PERIOD_S} stranding_every: {STRANDING_EVERY}
+  seed: 3
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("placement")
+    write_parquet(str(root / "in_instances"), instance_rows(), schemas.INSTANCES)
+    write_parquet(str(root / "in_machines"), MACHINES, schemas.MACHINES)
+    text = f"""
+      name: "placement_test"
+      instances {{ input {{ parquet: "{root / 'in_instances'}" }} }}
+      machines {{ input {{ parquet: "{root / 'in_machines'}" }} }}
+      placement {{ {PLACEMENT_TEXT} }}
+    """
+    return run_text_config(text, root / "out"), root / "out"
+
+
+def direct_replays(pool):
+    """The replays of `pool` computed with `simulate` on the arrays the stage should build."""
+    rows = [r for r in instance_rows() if r["pool"] == pool and
+            not r["instance_id"].startswith("bad")]
+    rows.sort(key=lambda r: (r["start_time"], r["instance_id"]))
+    start = np.array([r["start_time"] for r in rows])
+    end = np.array([np.nan if r["end_time"] is None else r["end_time"] for r in rows])
+    latest = int(max(start.max(), np.nanmax(end)))
+    trace = PlacementTrace.from_arrays(
+        start, end, [[r["cpu_request"], r["memory_request"]] for r in rows], end_us=latest)
+    capacity = ([[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]] if pool == "a" else [[1.0, 1.0]] * 4)
+    spec = PoolSpec(np.array(capacity))
+    config = run_config.parse_config(f"placement {{ {PLACEMENT_TEXT} }}").placement
+    sources = {"oracle": OracleLifetimes(trace.lifetime_s()),
+               "noisy_oracle_0.7": NoisyOracleLifetimes(
+                   trace.lifetime_s(), 0.7, seed=placement.pool_seed(3, pool))}
+    results = {}
+    for label, source in sources.items():
+        for policy in (BestFit(), Nilas(), Lava()):
+            results[policy.name, label] = simulate(
+                trace, spec, policy, source, start_us=0, end_us=int(start.max()),
+                warmup_s=WARMUP_S, sample_period_s=SAMPLE_PERIOD_S,
+                refresh_interval_s=config.refresh_interval_s,
+                inflation_mix=InflationMix.from_demand(trace.demand),
+                stranding_every=STRANDING_EVERY)
+    return trace, results
+
+
+def test_every_pool_policy_and_source_has_one_summary_row(run):
+    tables, _ = run
+    summary = tables["placement_summary"]
+    keys = sorted(zip(summary["pool"], summary["policy"], summary["lifetime_source"],
+                      summary["defrag"]))
+    assert keys == sorted((pool, policy, source, "none") for pool in ("a", "b")
+                          for policy in ("best_fit", "lava", "nilas")
+                          for source in ("noisy_oracle_0.7", "oracle"))
+    assert set(summary.loc[summary["pool"] == "a", "num_hosts"]) == {3}
+    assert set(summary.loc[summary["pool"] == "b", "num_hosts"]) == {4}
+    # Every kept VM was placed, failed or outside the window; bad rows are not VMs.
+    assert set(summary.loc[summary["pool"] == "a", "vms"]) == {120}
+    assert set(summary.loc[summary["pool"] == "b", "vms"]) == {80}
+    assert (summary["placed_vms"] + summary["failed_vms"] + summary["not_replayed_vms"]
+            == summary["vms"]).all()
+
+
+def test_dead_letters_name_the_reason_and_keep_the_row(run):
+    tables, _ = run
+    dead = tables["dead_letters"]
+    dead = dead[dead["source"] == "placement"]
+    got = sorted((json.loads(raw)["instance_id"], reason)
+                 for raw, reason in zip(dead["raw"], dead["reason"]))
+    assert got == sorted((i, reason) for i, *_, reason in BAD_ROWS)
+    assert set(dead["table"]) == {"instances"}
+
+
+@pytest.mark.parametrize("pool", ["a", "b"])
+def test_outputs_equal_simulate_on_the_same_arrays(run, pool):
+    tables, _ = run
+    trace, results = direct_replays(pool)
+    series, summary = tables["placement_timeseries"], tables["placement_summary"]
+    for (policy, source), result in results.items():
+        rows = series[(series["pool"] == pool) & (series["policy"] == policy)
+                      & (series["lifetime_source"] == source)].sort_values("time")
+        expected = result.timeseries
+        np.testing.assert_array_equal(rows["time"], expected["time_us"])
+        for name in ("empty_hosts", "live_vms", "placements", "failed_placements"):
+            np.testing.assert_array_equal(rows[name], expected[name])
+        for name in schemas.PLACEMENT_PCT_METRICS:
+            np.testing.assert_allclose(rows[name], expected[name], equal_nan=True)
+        (row,) = summary[(summary["pool"] == pool) & (summary["policy"] == policy)
+                         & (summary["lifetime_source"] == source)].to_dict("records")
+        host_of_vm = result.host_of_vm
+        assert row["placed_vms"] == np.sum(host_of_vm >= 0)
+        assert row["failed_vms"] == np.sum(host_of_vm == -1)
+        assert row["warmup_vms"] == result.summary["warmup_vms"] > 0
+        assert row["placements"] == result.summary["placements"]
+        for name in schemas.PLACEMENT_PCT_METRICS:
+            np.testing.assert_allclose(row[name], result.summary[name])
+        baseline = results["best_fit", source].summary
+        np.testing.assert_allclose(row["empty_hosts_pct_vs_best_fit_pp"],
+                                   result.summary["empty_hosts_pct"]
+                                   - baseline["empty_hosts_pct"])
+        np.testing.assert_allclose(row["gap_to_upper_bound_pp"],
+                                   result.summary["upper_bound_empty_hosts_pct"]
+                                   - result.summary["empty_hosts_pct"])
+
+
+def test_hosts_from_a_shape_and_a_count_or_the_peak_demand():
+    # Four VMs of 4 cores: at most 3 alive at once (12 cores) -> 12 / (8 * 0.5) = 3 hosts.
+    trace = PlacementTrace(np.array([0, 1, 2, 10]) * S, np.array([5, 6, 7, 20]) * S,
+                           np.array([[4.0, 1.0]] * 4))
+    config = fleetcast_pb2.PlacementConfig(target_utilization=0.5)
+    config.host_shape.cpu, config.host_shape.memory = 8, 64
+    spec = placement.pool_spec(config, None, trace)
+    assert spec.num_hosts == 3 and spec.capacity.tolist() == [[8.0, 64.0]] * 3
+    config.host_count = 7
+    assert placement.pool_spec(config, None, trace).num_hosts == 7
+
+
+def test_machines_give_their_latest_capacities():
+    table = pa.Table.from_pylist(MACHINES[:5], schema=schemas.MACHINES)
+    assert placement.hosts_of_machines(table).tolist() == [[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]]
+
+
+def test_best_fit_baseline_is_added_only_when_not_configured():
+    config = run_config.parse_config(
+        "placement { policy: NILAS policy: LAVA lifetime_source { oracle: true } "
+        "lars { policy: NILAS order: LIFETIME order: BASELINE "
+        "empty_hosts_threshold_pct: 5 } }").placement
+    specs = placement.replay_specs(config)
+    got = sorted((s.policy, s.defrag, s.reported) for s in specs)
+    policy = fleetcast_pb2.PlacementConfig
+    assert got == sorted([
+        (policy.NILAS, "none", True), (policy.NILAS, "lars_lifetime", True),
+        (policy.NILAS, "lars_baseline", True), (policy.LAVA, "none", True),
+        (policy.BEST_FIT, "none", False)])
+
+
+def test_placement_notebook_draws_its_figures(run):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    _, out_dir = run
+    notebook = nbformat.read(os.path.join(REPO, "notebooks", "placement.ipynb"), as_version=4)
+    os.environ["FLEETCAST_RESULTS"] = str(out_dir)
+    try:
+        nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": REPO}}).execute()
+    finally:
+        del os.environ["FLEETCAST_RESULTS"]
+    for name in ("placement_empty_hosts.png", "placement_summary.png",
+                 "placement_accuracy_sweep.png"):
+        assert os.path.getsize(out_dir / name) > 1000
