@@ -189,13 +189,30 @@ class _Replay:
             self.pool.place(vm, host, demand, exit_us)
             baseline.placed(vm, host, start)
             self.host_of_vm[vm] = host
-            self._push_exit(vm)
         return {"warmup_vms": len(alive), "warmup_failed": failed}
 
-    def _push_exit(self, vm: int) -> None:
-        exit_us = int(self.trace.exit_us[vm])
-        if exit_us <= self.end_us:
-            heapq.heappush(self.events, (exit_us, EXIT, vm))
+    def _exit_stream(self):
+        """(exit_us, vm) lists, sorted, of every VM that may exit inside the replay after
+        its arrival, closed by a sentinel past `end_us`.
+
+        Exit times are known up front, so they need no heap: the event loop merges this
+        sorted stream with the heap of the other events, and skips the VMs never placed.
+        A VM exiting at its arrival time goes through the heap instead, after its placement.
+        """
+        trace = self.trace
+        exit_us = trace.exit_us
+        vms = np.flatnonzero((exit_us > trace.arrival_us) & (exit_us > self.start_us)
+                             & (exit_us <= self.end_us))
+        vms = vms[np.argsort(exit_us[vms], kind="stable")]
+        return exit_us[vms].tolist() + [self.end_us + 1], vms.tolist() + [-1]
+
+    def _exit(self, vm: int, now_us: int) -> None:
+        host = self.pool.remove(vm, self.demands[vm])
+        self.policy.removed(vm, host, now_us)
+        if self.cache is not None:
+            self.cache.touch(host)
+        if self.lars is not None:
+            self.lars.vm_exited(vm, host, now_us)
 
     def run(self) -> PlacementResult:
         trace, pool, policy = self.trace, self.pool, self.policy
@@ -223,20 +240,36 @@ class _Replay:
         end_us, metrics_start = self.end_us, self.metrics_start_us
         heappush, heappop = heapq.heappush, heapq.heappop
         select, placed, place = policy.select, policy.placed, pool.place
-        remove, removed = pool.remove, policy.removed
+        remove, removed, vm_host = pool.remove, policy.removed, pool.vm_host
+        exit_times, exit_vms = self._exit_stream()
+        next_pos = 0
+        next_exit_us = exit_times[0]
         for vm, now, exit_us in zip(replayed.tolist(), arrivals.tolist(), exits.tolist()):
             before_arrival = (now, ARRIVAL)
-            while events and events[0] < before_arrival:
-                event = heappop(events)
-                if event[1] == EXIT and lars is None:
-                    # The common event, inlined (same as _dispatch).
-                    gone = event[2]
-                    host = remove(gone, demands[gone])
-                    removed(gone, host, event[0])
-                    if cache is not None:
-                        cache.touch(host)
+            while True:
+                # The next event: the stream's exit or the heap's head, in (time, kind, key)
+                # order; only events before this arrival.
+                if next_exit_us <= now and (not events or next_exit_us < events[0][0] or (
+                        next_exit_us == events[0][0]
+                        and (EXIT, exit_vms[next_pos]) < events[0][1:])):
+                    gone = exit_vms[next_pos]
+                    exit_time_us = next_exit_us
+                    next_pos += 1
+                    next_exit_us = exit_times[next_pos]
+                    if gone not in vm_host:
+                        continue
+                    if lars is None:
+                        # The common event, inlined (same as _exit).
+                        host = remove(gone, demands[gone])
+                        removed(gone, host, exit_time_us)
+                        if cache is not None:
+                            cache.touch(host)
+                    else:
+                        self._exit(gone, exit_time_us)
+                elif events and events[0] < before_arrival:
+                    self._dispatch(heappop(events))
                 else:
-                    self._dispatch(event)
+                    break
             if cache is not None:
                 for host in cache.refresh(now):
                     policy.update(host, now)
@@ -253,11 +286,22 @@ class _Replay:
                 cache.touch(host)
             host_of_vm[vm] = host
             self.placements += counted
-            vm_exit = exit_of[vm]
-            if vm_exit <= end_us:
-                heappush(events, (int(vm_exit), EXIT, vm))
-        while events and events[0][0] <= end_us:
-            self._dispatch(heappop(events))
+            if exit_of[vm] == now:
+                heappush(events, (now, EXIT, vm))
+        while True:
+            if next_exit_us <= end_us and (not events or next_exit_us < events[0][0] or (
+                    next_exit_us == events[0][0]
+                    and (EXIT, exit_vms[next_pos]) < events[0][1:])):
+                gone = exit_vms[next_pos]
+                exit_time_us = next_exit_us
+                next_pos += 1
+                next_exit_us = exit_times[next_pos]
+                if gone in vm_host:
+                    self._exit(gone, exit_time_us)
+            elif events and events[0][0] <= end_us:
+                self._dispatch(heappop(events))
+            else:
+                break
 
         summary = self.metrics.summary()
         summary.update(warmup_counts)
@@ -274,13 +318,7 @@ class _Replay:
     def _dispatch(self, event) -> None:
         now, kind, key = event
         if kind == EXIT:
-            pool = self.pool
-            host = pool.remove(key, self.demands[key])
-            self.policy.removed(key, host, now)
-            if self.cache is not None:
-                self.cache.touch(host)
-            if self.lars is not None:
-                self.lars.vm_exited(key, host, now)
+            self._exit(key, now)
         elif kind == TIMER:
             self.policy.on_timer(key, now)
         elif kind == MIGRATION_DONE:
