@@ -34,14 +34,17 @@ POLICY_IDS = ["best_fit", "pbfr", "dpbfr", "la_binary", "la", "class_first_fit",
               "lava", "lava_scoring"]
 
 
-def random_pool(seed, num_vms=300, num_hosts=8):
+def random_pool(seed, num_vms=300, num_hosts=8, zero_lifetime_fraction=0.0):
     """Heavy-tailed lifetimes (minutes to weeks), VMs alive before the start (negative
-    arrivals), arrivals on a 1-minute grid (ties), two host sizes."""
+    arrivals), arrivals on a 1-minute grid (ties), two host sizes; optionally a fraction of
+    VMs that exit at the instant they arrive."""
     rng = np.random.default_rng(seed)
     lifetime_s = np.clip(10 ** rng.normal(3.5, 1.2, num_vms), 60, 30 * 86400).round()
     arrival_s = (np.cumsum(rng.exponential(150, num_vms)) - 4 * 3600) // 60 * 60
     demand = np.column_stack([rng.choice([1.0, 2.0, 4.0, 8.0], num_vms),
                               rng.choice([1.75, 3.5, 7.0, 14.0, 28.0], num_vms)])
+    if zero_lifetime_fraction:
+        lifetime_s[rng.random(num_vms) < zero_lifetime_fraction] = 0
     trace = PlacementTrace((arrival_s * S).astype(np.int64),
                            ((arrival_s + lifetime_s) * S).astype(np.int64), demand)
     capacity = np.where(np.arange(num_hosts)[:, None] % 3 == 0, [24.0, 48.0], [16.0, 64.0])
@@ -55,9 +58,11 @@ def sources(trace, seed):
 
 @pytest.mark.parametrize("make_policy, reference, options", POLICIES, ids=POLICY_IDS)
 @pytest.mark.parametrize("source", ["oracle", "noisy"])
-def test_fast_replay_makes_the_reference_decisions(make_policy, reference, options, source):
+@pytest.mark.parametrize("zero_lifetime_fraction", [0.0, 0.15])
+def test_fast_replay_makes_the_reference_decisions(make_policy, reference, options, source,
+                                                  zero_lifetime_fraction):
     for seed in range(3):
-        trace, pool = random_pool(seed)
+        trace, pool = random_pool(seed, zero_lifetime_fraction=zero_lifetime_fraction)
         lifetimes = sources(trace, seed)[source]
         fast = simulate(trace, pool, make_policy(), lifetimes, start_us=0, warmup_s=0,
                         refresh_interval_s=0, sample_period_s=86400).host_of_vm
