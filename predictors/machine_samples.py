@@ -182,9 +182,16 @@ class MachineSamples:
         out[order] = scanned
         return out
 
+    @functools.cached_property
+    def _warm_ratio_histories(self) -> dict:
+        return {}
+
     def warm_ratio_history(self, num_history_samples: int, min_warm_samples: int,
                            cap_to_limit: bool) -> WarmRatioHistory:
         """The machine-level ratio history of the warm tasks at every step (see WarmRatioHistory).
+
+        Computed once per argument tuple: the N-sigma and per-machine percentile predictors
+        (and the forecasters) with the same warm-up and history share it. Read-only arrays.
 
         A task is warm at step t when its run has at least `min_warm_samples` samples up to t.
         Each sample (step s, run [a, d], position k) feeds ratio[t, t - s] for the steps t in
@@ -193,6 +200,16 @@ class MachineSamples:
         are built with one difference array per (s, j) and a cumulative sum along j, then read
         back along the diagonals t = s + j. Cost O(S + T * num_history_samples).
         """
+        key = (num_history_samples, min_warm_samples, cap_to_limit)
+        if key not in self._warm_ratio_histories:
+            history = self._compute_warm_ratio_history(*key)
+            for array in history:
+                array.flags.writeable = False
+            self._warm_ratio_histories[key] = history
+        return self._warm_ratio_histories[key]
+
+    def _compute_warm_ratio_history(self, num_history_samples: int, min_warm_samples: int,
+                                    cap_to_limit: bool) -> WarmRatioHistory:
         horizon = num_history_samples
         num_steps = self.num_steps
         usage = self.capped_usage if cap_to_limit else self.usage

@@ -10,7 +10,8 @@ oracle outputs on (machine, time), which drops those steps.
 - savings ratio: (limit - predicted) / limit.
 
 Per machine, each is averaged over the scored steps. Per cell, limits and predictions are
-first summed over the machines at each step (`cell_savings`).
+first summed over the machines scored at each time (`CellSums`), then divided
+(`cell_savings`).
 """
 
 from typing import NamedTuple, Sequence
@@ -74,27 +75,50 @@ def machine_metrics(limit: np.ndarray, predicted_peak: np.ndarray,
                           steps.savings.sum() / count)
 
 
-class CellSavings(NamedTuple):
-    """Cell-level savings: per step (float64[T], NaN where no machine is scored) and overall
-    (sum over steps of the saved capacity / sum over steps of the total limit)."""
+class CellSums(NamedTuple):
+    """Sums over the machines of a cell at each time, counting a machine at a time only when it
+    is scored there (predicted and oracle finite, as in `step_metrics`).
 
-    per_step: np.ndarray
-    overall: float
-
-
-def cell_savings(limit: np.ndarray, predicted_peak: np.ndarray, oracle: np.ndarray) -> CellSavings:
-    """Savings of a cell from stacked machine arrays aligned on time.
-
-    Args: float64[M, T] each; NaN where a machine has no value at a time. A machine counts at
-    a time when it is scored there (predicted and oracle finite), as in `step_metrics`.
+    Attributes (all [K], sorted by time): time int64 (µs), num_machines int64, and float64
+    total_limit, predicted_peak, oracle.
     """
-    scored = np.isfinite(predicted_peak) & np.isfinite(oracle) & np.isfinite(limit)
-    cell_limit = np.where(scored, limit, 0.0).sum(axis=0)
-    saved = np.where(scored, limit - predicted_peak, 0.0).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_step = np.where(scored.any(axis=0), saved / cell_limit, np.nan)
-    overall = saved.sum() / cell_limit.sum() if cell_limit.sum() > 0 else np.nan
-    return CellSavings(per_step, float(overall))
+
+    time: np.ndarray
+    num_machines: np.ndarray
+    total_limit: np.ndarray
+    predicted_peak: np.ndarray
+    oracle: np.ndarray
+
+
+def cell_sums(time_us: np.ndarray, limit: np.ndarray, predicted_peak: np.ndarray,
+              oracle: np.ndarray) -> CellSums:
+    """One machine's contribution to its cell: its scored steps (arrays of [T])."""
+    scored = np.isfinite(predicted_peak) & np.isfinite(oracle)
+    return CellSums(np.asarray(time_us, dtype=np.int64)[scored],
+                    np.ones(int(scored.sum()), dtype=np.int64), limit[scored],
+                    predicted_peak[scored], oracle[scored])
+
+
+def merge_cell_sums(parts: Sequence[CellSums]) -> CellSums:
+    """The CellSums of the union of the machines of `parts` (sums per time)."""
+    if not parts:
+        return CellSums(np.zeros(0, np.int64), np.zeros(0, np.int64), *np.zeros((3, 0)))
+    time, inverse = np.unique(np.concatenate([p.time for p in parts]), return_inverse=True)
+
+    def summed(field, dtype=np.float64):
+        values = np.concatenate([getattr(p, field) for p in parts])
+        return np.bincount(inverse, weights=values, minlength=len(time)).astype(dtype)
+
+    return CellSums(time, summed("num_machines", np.int64), summed("total_limit"),
+                    summed("predicted_peak"), summed("oracle"))
+
+
+def cell_savings(sums: CellSums) -> np.ndarray:
+    """The cell's savings ratio at each of its times: (limit - predicted) / limit, float64[K].
+
+    Machines are weighted by their limit, unlike the average of per-machine savings.
+    """
+    return (sums.total_limit - sums.predicted_peak) / sums.total_limit
 
 
 def cdf_quantiles(values: Sequence[float], quantiles: Sequence[float] = CDF_QUANTILES) -> dict:

@@ -1,16 +1,23 @@
-"""Benchmark of the overcommit peak oracle and peak predictors (predictor level, no Beam).
+"""Benchmark of the overcommit peak oracle and peak predictors, and of the whole stage.
 
-Builds a synthetic cell in numpy (machines x one week of 5-minute steps, tasks arriving and
-leaving, diurnal usage with bursts, a few missing steps) and prints, for the oracle and each
-predictor, the rate in task-samples per second on the whole cell, and the speed-up against
-the per-step reference (predictors/reference/peak.py) measured on the same subset input
-(the reference is too slow for the whole cell; its subset is printed).
+1. Predictor level (no Beam): a synthetic cell built in numpy (machines x one week of 5-minute
+   steps, tasks arriving and leaving, diurnal usage with bursts, a few missing steps). For
+   the oracle and each predictor: task-samples per second on the whole cell, and the speed-up
+   against the per-step reference (predictors/reference/peak.py) on the same subset input
+   (the reference is too slow for the whole cell; its subset is printed).
+2. End to end on the DirectRunner: a synthetic Google-v3 trace (pipelines.synthetic, one
+   week x 100 machines by default) through the whole run (source, join, overcommit stage with
+   the paper's predictor suite, Parquet tables), and through the overcommit stage alone from
+   the canonical usage table; the stage's marginal rate is its time minus the time of the
+   same run on the first hour of data (Beam's per-run costs). Task-samples per second,
+   against the per-step reference predictors run on the same machines' samples (a subset of
+   the machines; the reference design also pays Beam's per-row costs, not counted here).
 
-    python scripts/bench_overcommit.py                 # 100 machines x ~50 tasks
-    python scripts/bench_overcommit.py --quick         # 10 machines, small reference subset
-    python scripts/bench_overcommit.py --machines 20 --tasks 100
+    python scripts/bench_overcommit.py                 # both
+    python scripts/bench_overcommit.py --quick         # small sizes
+    python scripts/bench_overcommit.py --no-end-to-end --machines 20 --tasks 100
 
-Rates are per core: BLAS is pinned to one thread.
+Rates are per core: BLAS is pinned to one thread and the DirectRunner runs in one process.
 """
 
 import os
@@ -24,10 +31,16 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.dataset as ds  # noqa: E402
 
+from pipelines import config as run_config  # noqa: E402
+from pipelines import overcommit, synthetic  # noqa: E402
+from pipelines import run as run_pipeline  # noqa: E402
 from predictors.arima_forecaster import ArimaForecaster  # noqa: E402
 from predictors.avg_predictor import AvgPredictor  # noqa: E402
 from predictors.borg_default import BorgDefaultPredictor  # noqa: E402
@@ -42,6 +55,7 @@ from predictors.rc_like import RcLikePredictor  # noqa: E402
 from predictors.reference import peak as ref  # noqa: E402
 
 STEP_S = 300
+HOUR_US = 3_600_000_000
 STEPS_PER_DAY = 86400 // STEP_S
 
 
@@ -145,6 +159,98 @@ def bench_forecasters(subset):
         measure(name, forecaster, ref.ReferenceForecaster(forecaster), [], subset, repeat=1)
 
 
+# The paper's suite (Fig. 10 and the reference's other predictors), without the forecasters,
+# whose model fits dominate both sides (they are measured per predictor above).
+SUITE_TELLERS = """
+metric { cpu_percentile: 90 }
+fortune_teller { name: "oracle" oracle { horizon_s: 86400 cap_to_limit: true } }
+fortune_teller { name: "borg_default" predictor { borg_default { phi: 0.9 } } }
+fortune_teller { name: "rc_like" predictor { rc_like { percentile: 99 cap_to_limit: true } } }
+fortune_teller { name: "per_machine_p99" predictor { per_machine_percentile {
+  percentile: 99 cap_to_limit: true } } }
+fortune_teller { name: "n_sigma" predictor { n_sigma { n: 5 cap_to_limit: true } } }
+fortune_teller { name: "task_max" predictor { task_max { cap_to_limit: true } } }
+fortune_teller { name: "task_avg" predictor { task_avg { cap_to_limit: true } } }
+fortune_teller { name: "max_n_sigma_rc_like" predictor { max_of {
+  predictors { n_sigma { n: 5 cap_to_limit: true } }
+  predictors { rc_like { percentile: 99 cap_to_limit: true } } } } }
+"""
+
+
+def reference_suite():
+    """The per-step references of SUITE_TELLERS, in the same order."""
+    return [ref.ReferenceOracle(86400, 100, True), ref.ReferenceBorgDefault(0.9),
+            ref.ReferenceRcLike(99, 120, 24, True),
+            ref.ReferencePerMachinePercentile(99, 120, 24, True),
+            ref.ReferenceNSigma(5, 120, 24, True), ref.ReferenceMax(24, True),
+            ref.ReferenceAvg(24, True),
+            ref.ReferenceMaxDecorator([ref.ReferenceNSigma(5, 120, 24, True),
+                                       ref.ReferenceRcLike(99, 120, 24, True)])]
+
+
+def timed_run(text: str, output_dir: str) -> float:
+    """Wall seconds of one DirectRunner run of a text config."""
+    config = run_config.parse_config(text)
+    problems = run_config.validate(config)
+    if problems:
+        raise ValueError(problems)
+    start = time.perf_counter()
+    run_pipeline.run(config, output_dir, ["--runner=DirectRunner"])
+    return time.perf_counter() - start
+
+
+def scheduled_machines(directory: str, count: int):
+    """MachineSamples of the first `count` machines of a scheduled-usage Parquet dataset."""
+    table = ds.dataset(directory).to_table()
+    machine_ids = np.unique(table.column("machine_id").to_numpy())[:count]
+    machines = []
+    for machine_id in machine_ids:
+        rows = table.filter(pc.equal(table.column("machine_id"), machine_id))
+        machines.append(overcommit.build_machine_samples(rows)[0])
+    return machines
+
+
+def bench_end_to_end(machines: int, days: float, reference_machines: int):
+    with tempfile.TemporaryDirectory() as work:
+        trace = os.path.join(work, "trace")
+        start = time.perf_counter()
+        synthetic.generate(trace, machines=machines, days=days, seed=0)
+        print(f"\nend to end: synthetic trace, {machines} machines x {days:g} days, generated in "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+        source = "\n".join(f'  {t} {{ path: "{trace}/{t}/*" }}'
+                           for t in run_pipeline.GOOGLE_V3_TABLES)
+        usage, scheduled = os.path.join(work, "usage"), os.path.join(work, "scheduled")
+        full_s = timed_run(f"""google_v3 {{\n{source}\n}}
+            usage {{ output {{ parquet: "{usage}" }} }}
+            scheduled_usage {{ output {{ parquet: "{scheduled}" }} }}
+            {SUITE_TELLERS}""", os.path.join(work, "full"))
+        stage = f'usage {{ input {{ parquet: "{usage}" }} }}\n{SUITE_TELLERS}'
+        stage_s = timed_run(stage, os.path.join(work, "stage"))
+        # The same run on the first hour of data only: Beam's per-run costs (building and
+        # translating the pipeline, bundles, reading and rewriting the loaded usage table).
+        fixed_s = timed_run(f"filter {{ end_time: {HOUR_US} }}\n{stage}",
+                            os.path.join(work, "first_hour"))
+        num_samples = ds.dataset(scheduled).count_rows()
+        subset = scheduled_machines(scheduled, reference_machines)
+        subset_samples = sum(m.num_samples for m in subset)
+        start = time.perf_counter()
+        for predictor in reference_suite():
+            for machine in subset:
+                predictor.predict(machine)
+        reference_rate = subset_samples / (time.perf_counter() - start)
+    tellers = SUITE_TELLERS.count("fortune_teller")
+    print(f"{num_samples:,} task-samples, {tellers} fortune tellers; reference suite on "
+          f"{len(subset)} machine(s), {subset_samples:,} task-samples")
+    print(f"{'DirectRunner, 1 process':<44} {'seconds':>9} {'samples/s':>12} {'vs reference':>13}")
+    for name, seconds in (("whole run (source, join, overcommit, sinks)", full_s),
+                          ("overcommit stage from the usage table", stage_s),
+                          ("marginal: stage minus its first-hour run", stage_s - fixed_s)):
+        rate = num_samples / seconds
+        print(f"{name:<44} {seconds:>9.1f} {rate:>12,.0f} {rate / reference_rate:>12.0f}x")
+    print(f"{'stage on the first hour only (per-run cost)':<44} {fixed_s:>9.1f}")
+    print(f"{'per-step reference suite (predictors only)':<44} {'':>9} {reference_rate:>12,.0f}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--machines", type=int, default=100)
@@ -156,9 +262,14 @@ def main(argv=None):
                         help="steps of each reference machine kept (the oracle needs > 1 day)")
     parser.add_argument("--quick", action="store_true", help="10 machines, 1 reference machine")
     parser.add_argument("--no-forecasters", action="store_true")
+    parser.add_argument("--no-end-to-end", action="store_true")
+    parser.add_argument("--e2e-machines", type=int, default=100)
+    parser.add_argument("--e2e-days", type=float, default=7.0)
+    parser.add_argument("--e2e-reference-machines", type=int, default=3)
     args = parser.parse_args(argv)
     if args.quick:
         args.machines, args.reference_machines, args.reference_days = 10, 1, 1.25
+        args.e2e_machines, args.e2e_days, args.e2e_reference_machines = 10, 2.0, 1
     num_steps = int(args.days * STEPS_PER_DAY)
     cell = synthetic_cell(args.machines, args.tasks, num_steps)
     reference_steps = int(args.reference_days * STEPS_PER_DAY)
@@ -173,6 +284,8 @@ def main(argv=None):
     bench_limit_and_percentile_predictors(cell, subset)
     if not args.no_forecasters:
         bench_forecasters(subset)
+    if not args.no_end_to_end:
+        bench_end_to_end(args.e2e_machines, args.e2e_days, args.e2e_reference_machines)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,34 @@ def test_load_config_reports_missing_file(tmp_path):
      "[0, 100], got 120.0"),
     ("synthetic {} fortune_teller { name: 'p' }",
      "fortune_teller[0]: names neither oracle nor predictor"),
+    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'p' predictor { "
+     "borg_default {} } }",
+     "fortune_teller: predictors are scored against the first oracle teller: add one, e.g. "
+     "fortune_teller { name: \"oracle\" oracle {} }"),
+    ("synthetic {} fortune_teller { name: 'o' oracle {} }",
+     "metric: is required with fortune_teller: avg_cpu, max_cpu, cpu_percentile, avg_memory "
+     "or max_memory"),
+    ("synthetic {} scheduler { by_machine_id: true }",
+     "scheduler: has no effect: the overcommit stages run only with fortune_teller"),
+    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} } "
+     "fortune_teller { name: 'a' predictor { arima { min_fit_samples: 1 } } }",
+     "fortune_teller[1].predictor.arima.min_fit_samples: must be in [2, num_history_samples "
+     "120], got 1"),
+    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} } "
+     "fortune_teller { name: 'g' predictor { gaussian_process { pattern_length: 23 } } }",
+     "fortune_teller[1].predictor.gaussian_process.pattern_length: must be in [1, "
+     "min_fit_samples - 2 = 22] (two training patterns), got 23"),
+    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} } "
+     "fortune_teller { name: 'n' predictor { n_sigma { num_history_samples: 1 } } }",
+     "fortune_teller[1].predictor.n_sigma.num_history_samples: must be >= 2 (a standard "
+     "deviation needs two), got 1"),
+    ("synthetic {} metric { avg_cpu: true step_s: 0 } fortune_teller { name: 'o' oracle {} }",
+     "metric.step_s: must be > 0, got 0"),
+    ("synthetic {} metric { avg_cpu: true } reset_and_shift { random_shift { lower_bound: 0 } "
+     "} fortune_teller { name: 'o' oracle {} }",
+     "reset_and_shift.random_shift.upper_bound: is required"),
+    ("scheduled_usage { input { parquet: '/data/scheduled' } } fortune_teller { name: 'o' "
+     "oracle { horizon_s: 0 } }", None),
     ("azure_v1 { vmtable: 'x' } fortune_teller { name: 'o' oracle {} }",
      "fortune_teller: needs a usage table: the source gives none and usage is not loaded"),
     ("azure_v1 { vmtable: 'x' } placement { policy: BEST_FIT lifetime_source { oracle: true } }",
@@ -91,6 +119,22 @@ def test_load_config_reports_missing_file(tmp_path):
      "placement.lifetime_source[0].noisy_oracle_accuracy: must be in [0, 1], got 1.5"),
     ("synthetic {} placement { policy: LAVA lifetime_source { uptime_model: true } }",
      "placement.lifetime_source[0]: uptime_model needs a lifetime_model stage"),
+    ("synthetic {} placement { policy: LA lifetime_source { oracle: true } "
+     "la_class_threshold_s: 600 la_class_threshold_s: 60 }",
+     "placement.la_class_threshold_s: must be positive and strictly increasing, got "
+     "[600.0, 60.0]"),
+    ("synthetic {} placement { policy: LAVA lifetime_source { oracle: true } "
+     "lava_recycle_fraction: 0 }",
+     "placement.lava_recycle_fraction: must be in (0, 1], got 0.0"),
+    ("synthetic {} placement { policy: NILAS lifetime_source { oracle: true } "
+     "lars { order: LIFETIME } }",
+     "placement.lars.empty_hosts_threshold_pct: is required"),
+    ("synthetic {} placement { policy: NILAS lifetime_source { oracle: true } "
+     "lars { empty_hosts_threshold_pct: 5 max_inflight: 0 order: BASELINE } }",
+     "placement.lars.max_inflight: must be > 0, got 0"),
+    ("synthetic {} placement { policy: BEST_FIT lifetime_source { oracle: true } "
+     "start_time_us: 10 end_time_us: 5 }",
+     "placement.end_time_us: is before start_time_us (5 < 10)"),
     ("synthetic {} lifetime_model { train_fraction: 1 }",
      "lifetime_model.train_fraction: must be in (0, 1), got 1.0"),
     ("synthetic {} output { bigquery_dataset: 'a.b.c' }",

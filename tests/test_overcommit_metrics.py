@@ -3,8 +3,9 @@
 import numpy as np
 
 from predictors.machine_samples import MachineSamples
-from predictors.overcommit_metrics import (cdf_quantiles, cell_savings, machine_metrics,
-                                           step_metrics, total_limit, total_usage)
+from predictors.overcommit_metrics import (cdf_quantiles, cell_savings, cell_sums,
+                                           machine_metrics, merge_cell_sums, step_metrics,
+                                           total_limit, total_usage)
 
 
 def test_total_usage_caps_each_task_at_its_limit_and_total_limit_sums_limits():
@@ -35,25 +36,49 @@ def test_machine_without_scored_steps_has_nan_metrics():
     assert metrics.num_steps == 0 and np.isnan(metrics.violation_rate)
 
 
+TIMES = np.array([0, 300, 600]) * 1_000_000
+
+
 def test_cell_savings_weighs_machines_by_limit_unlike_the_machine_average():
-    # Machine 0 saves 50 % of a limit of 10, machine 1 saves 10 % of 90 (absent at step 2).
-    limit = np.array([[10.0, 10.0, 10.0], [90.0, 90.0, np.nan]])
-    predicted = np.array([[5.0, 5.0, 5.0], [81.0, 81.0, np.nan]])
-    oracle = np.array([[4.0, 4.0, 4.0], [80.0, 80.0, np.nan]])
-    cell = cell_savings(limit, predicted, oracle)
-    np.testing.assert_allclose(cell.per_step, [0.14, 0.14, 0.5])
-    np.testing.assert_allclose(cell.overall, (14 + 14 + 5) / (100 + 100 + 10))
-    per_machine = [machine_metrics(*machine).savings_ratio
-                   for machine in zip(limit, predicted, oracle)]
+    # Machine 0 saves 50 % of a limit of 10, machine 1 saves 10 % of 90 (absent at time 600).
+    machines = [(TIMES, np.array([10.0, 10.0, 10.0]), np.array([5.0, 5.0, 5.0]),
+                 np.array([4.0, 4.0, 4.0])),
+                (TIMES[:2], np.array([90.0, 90.0]), np.array([81.0, 81.0]),
+                 np.array([80.0, 80.0]))]
+    sums = merge_cell_sums([cell_sums(*machine) for machine in machines])
+    np.testing.assert_array_equal(sums.time, TIMES)
+    np.testing.assert_array_equal(sums.num_machines, [2, 2, 1])
+    np.testing.assert_allclose(sums.total_limit, [100.0, 100.0, 10.0])
+    np.testing.assert_allclose(sums.oracle, [84.0, 84.0, 4.0])
+    np.testing.assert_allclose(cell_savings(sums), [0.14, 0.14, 0.5])
+    per_machine = [machine_metrics(*machine[1:]).savings_ratio for machine in machines]
     np.testing.assert_allclose(np.mean(per_machine), 0.3)
 
 
-def test_cell_savings_ignores_machines_without_an_oracle_value():
-    limit = np.array([[10.0, 10.0], [10.0, 10.0]])
-    predicted = np.array([[9.0, 9.0], [5.0, 5.0]])
-    oracle = np.array([[1.0, 1.0], [1.0, np.nan]])
-    cell = cell_savings(limit, predicted, oracle)
-    np.testing.assert_allclose(cell.per_step, [0.3, 0.1])
+def test_cell_sums_count_a_machine_only_where_it_is_scored():
+    # Machine 1 has no oracle value at time 300 (the last horizon of its data).
+    first = cell_sums(TIMES[:2], np.array([10.0, 10.0]), np.array([9.0, 9.0]),
+                      np.array([1.0, 1.0]))
+    second = cell_sums(TIMES[:2], np.array([10.0, 10.0]), np.array([5.0, 5.0]),
+                       np.array([1.0, np.nan]))
+    sums = merge_cell_sums([first, merge_cell_sums([]), second])
+    np.testing.assert_array_equal(sums.num_machines, [2, 1])
+    np.testing.assert_allclose(cell_savings(sums), [0.3, 0.1])
+
+
+def test_merging_cell_sums_in_any_grouping_gives_the_same_cell():
+    rng = np.random.default_rng(0)
+    parts = []
+    for _ in range(6):
+        times = np.sort(rng.choice(20, 8, replace=False)) * 300_000_000
+        limit = rng.uniform(1, 2, 8)
+        oracle = np.where(rng.random(8) < 0.2, np.nan, rng.uniform(0, 1, 8))
+        parts.append(cell_sums(times, limit, limit * 0.8, oracle))
+    whole = merge_cell_sums(parts)
+    nested = merge_cell_sums([merge_cell_sums(parts[:2]), merge_cell_sums(parts[2:])])
+    for field in whole._fields:
+        np.testing.assert_allclose(getattr(nested, field), getattr(whole, field), rtol=1e-12)
+    assert whole.num_machines.sum() == sum(len(p.time) for p in parts)
 
 
 def test_cdf_quantiles_skip_nan():
