@@ -57,6 +57,26 @@ class WarmupPeakPredictor(PeakPredictor):
         """Peak of the warm tasks (`warm`: bool[S]) at each step: float64[T]."""
 
 
+class PercentileHistoryPredictor(WarmupPeakPredictor):
+    """Shared knobs of the predictors that take a percentile over a sample history.
+
+    Args:
+      percentile: k, in [0, 100] (numpy 'linear'; larger values are clamped to 100).
+      num_history_samples: history length (samples; 120 = 10 h of 5-minute steps).
+      min_num_samples: warm-up length (samples; 24 = 2 h).
+      cap_to_limit: cap every sample at its limit first.
+    """
+
+    def __init__(self, percentile: float = 100, num_history_samples: int = 120,
+                 min_num_samples: int = 24, cap_to_limit: bool = False):
+        super().__init__(min_num_samples)
+        if percentile < 0 or num_history_samples < 1:
+            raise ValueError("need percentile >= 0 and num_history_samples >= 1")
+        self.percentile = min(percentile, 100)
+        self.num_history_samples = num_history_samples
+        self.cap_to_limit = cap_to_limit
+
+
 def percentile_ranks(percentile: float, count: np.ndarray):
     """Where numpy's default ('linear') percentile reads a sorted array of `count` values.
 

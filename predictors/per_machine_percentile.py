@@ -9,27 +9,14 @@ aggregate usage-to-limit ratio (capped at 1) and scaled by their current total l
 import numpy as np
 
 from predictors.machine_samples import MachineSamples
-from predictors.peak_predictor import WarmupPeakPredictor, sorted_row_percentile
+from predictors.peak_predictor import PercentileHistoryPredictor, sorted_row_percentile
 
 
-class PerMachinePercentilePredictor(WarmupPeakPredictor):
+class PerMachinePercentilePredictor(PercentileHistoryPredictor):
     """Percentile of the machine's recent usage ratio.
 
-    Args:
-      percentile: k, in [0, 100] (numpy 'linear').
-      num_history_samples: history length (samples).
-      min_num_samples: warm-up length (samples).
-      cap_to_limit: cap every sample at its limit first.
+    Args: those of PercentileHistoryPredictor.
     """
-
-    def __init__(self, percentile: float = 100, num_history_samples: int = 120,
-                 min_num_samples: int = 24, cap_to_limit: bool = False):
-        super().__init__(min_num_samples)
-        if percentile < 0 or num_history_samples < 1:
-            raise ValueError("need percentile >= 0 and num_history_samples >= 1")
-        self.percentile = min(percentile, 100)
-        self.num_history_samples = num_history_samples
-        self.cap_to_limit = cap_to_limit
 
     def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
         history = samples.warm_ratio_history(self.num_history_samples, self.min_warm_samples,

@@ -14,27 +14,14 @@ import numpy as np
 from scipy import ndimage
 
 from predictors.machine_samples import MachineSamples
-from predictors.peak_predictor import WarmupPeakPredictor, lerp, percentile_ranks
+from predictors.peak_predictor import PercentileHistoryPredictor, lerp, percentile_ranks
 
 
-class RcLikePredictor(WarmupPeakPredictor):
+class RcLikePredictor(PercentileHistoryPredictor):
     """Sum of per-task percentiles of the recent usage.
 
-    Args:
-      percentile: k, in [0, 100] (numpy 'linear'); the paper uses 99 (80 in production).
-      num_history_samples: per-task history length (samples; 120 = 10 h of 5-min steps).
-      min_num_samples: warm-up length (samples; 24 = 2 h).
-      cap_to_limit: cap every sample at its limit first.
+    Args: those of PercentileHistoryPredictor.
     """
-
-    def __init__(self, percentile: float = 100, num_history_samples: int = 120,
-                 min_num_samples: int = 24, cap_to_limit: bool = False):
-        super().__init__(min_num_samples)
-        if percentile < 0 or num_history_samples < 1:
-            raise ValueError("need percentile >= 0 and num_history_samples >= 1")
-        self.percentile = min(percentile, 100)
-        self.num_history_samples = num_history_samples
-        self.cap_to_limit = cap_to_limit
 
     def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
         usage = samples.capped_usage if self.cap_to_limit else samples.usage
