@@ -2,7 +2,7 @@
 
     tables = pipeline | ReadCanonicalTables(config, work_dir)   # machines, instances, usage
     outputs = {**tables, **stage outputs ...}                    # overcommit, lifetime, ...
-    each output | WriteTable(...)                                # Parquet or BigQuery
+    outputs | WriteTables(...)                                   # Parquet or BigQuery
 
 Every stage reads the canonical tables, so a run configured with only a source writes the
 canonical tables, the dead letters and the per-source counts; later stages add their tables.
@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pipeline import PipelineVisitor
 
 from configs import fleetcast_pb2
-from pipelines import azure_packing, azure_v1, google_v3, schemas, sinks
+from pipelines import azure_packing, azure_v1, coders, google_v3, schemas, sinks
 from pipelines.dead_letters import SummarizeCounts
 
 SYNTHETIC_TRACE_DIR = "synthetic_trace"
@@ -42,12 +42,11 @@ class OutputSpec:
         return cls(parquet_dir=config.output.parquet_dir if sink == "parquet_dir" else output_dir,
                    num_shards=config.output.num_shards)
 
-    def sink(self, name: str) -> sinks.WriteTable:
-        schema = schemas.TABLES[name]
+    def sink(self) -> sinks.WriteTables:
+        """The sink of a run's {table name: PCollection} outputs."""
         if self.parquet_dir is not None:
-            return sinks.WriteTable(schema, parquet_dir=FileSystems.join(self.parquet_dir, name),
-                                    num_shards=self.num_shards)
-        return sinks.WriteTable(schema, bigquery_table=f"{self.bigquery_dataset}.{name}")
+            return sinks.WriteTables(parquet_dir=self.parquet_dir, num_shards=self.num_shards)
+        return sinks.WriteTables(bigquery_dataset=self.bigquery_dataset)
 
 
 def synthetic_as_google_v3(config, work_dir: str) -> fleetcast_pb2.GoogleV3Source:
@@ -93,20 +92,19 @@ class ReadCanonicalTables(beam.PTransform):
     def expand(self, pbegin):
         source = self._source()
         read = pbegin | "ReadSource" >> source if source else {}
+        # One empty PCollection stands for every table the run neither reads nor loads.
+        empty = pbegin | "NoTable" >> beam.Create([])
         tables = {}
         for name in schemas.CANONICAL:
             load = getattr(self._config, name)
             if load.HasField("input"):
                 tables[name] = pbegin | f"Load{name}" >> sinks.ReadTable(
                     load.input, schemas.CANONICAL[name])
-            elif name in read:
-                tables[name] = read[name]
             else:
-                tables[name] = pbegin | f"No{name}" >> beam.Create([])
-        empty = pbegin | "NoDeadLetters" >> beam.Create([])
+                tables[name] = read.get(name, empty)
         tables["dead_letters"] = read.get("dead_letters", empty)
-        counts = read.get("counts", pbegin | "NoCounts" >> beam.Create([]))
-        tables["source_counts"] = counts | "SourceCounts" >> SummarizeCounts()
+        tables["source_counts"] = (read.get("counts", empty)
+                                   | "SourceCounts" >> SummarizeCounts())
         return tables
 
 
@@ -143,10 +141,20 @@ def add_stage_outputs(outputs: Dict[str, beam.PCollection], new: Dict[str, beam.
             outputs[name] = tables
 
 
+def loaded_tables(config):
+    """Names of the canonical tables the run loads (LoadOrWrite input) instead of building."""
+    return {name for name in schemas.CANONICAL if getattr(config, name).HasField("input")}
+
+
 def build(pipeline: beam.Pipeline, config, output: OutputSpec,
           work_dir: str) -> Dict[str, beam.PCollection]:
-    """Adds the whole run to `pipeline`; returns the output PCollections by table name."""
+    """Adds the whole run to `pipeline`; returns the PCollections it writes, by table name.
+
+    Loaded canonical tables feed the stages but are not written again.
+    """
+    coders.register()
     outputs = dict(pipeline | "Canonical" >> ReadCanonicalTables(config, work_dir))
+    loaded = loaded_tables(config)
     for name in schemas.CANONICAL:
         load_or_write = getattr(config, name)
         if load_or_write.HasField("output"):
@@ -154,19 +162,20 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
                 load_or_write.output, schemas.CANONICAL[name])
     for label, stage in stages(config, work_dir):
         add_stage_outputs(outputs, dict(outputs) | label >> stage, label)
-    for name, tables in outputs.items():
-        if output.parquet_dir is not None:
+    # A loaded table is stored at its input location already; writing it again would be a
+    # pure copy.
+    written_tables = {name: tables for name, tables in outputs.items() if name not in loaded}
+    if output.parquet_dir is not None:
+        for name in written_tables:
             sinks.clear_dir(FileSystems.join(output.parquet_dir, name))
-        _ = tables | f"Write{name}" >> output.sink(name)
+    _ = written_tables | "WriteTables" >> output.sink()
     # One final step downstream of every Parquet sink in the pipeline (stages' extra copies
     # included): Beam's DaskRunner computes only the graph of the last transform, so without
     # it a multi-table run would write a single table.
     written = _parquet_sink_outputs(pipeline)
     if written:
-        _ = (tuple(written)
-             | "AllFilesWritten" >> beam.Flatten()
-             | "CountFilesWritten" >> beam.combiners.Count.Globally())
-    return outputs
+        _ = tuple(written) | "AllFilesWritten" >> beam.Flatten()
+    return written_tables
 
 
 class _ParquetSinkOutputs(PipelineVisitor):

@@ -13,6 +13,7 @@ file system Beam knows (local, gs://, hdfs://, s3://).
 
 import uuid
 import zlib
+from typing import Dict, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -79,25 +80,33 @@ def shard_file_name(shard: int, num_shards: int) -> str:
     return f"part-{shard:05d}-of-{num_shards:05d}.parquet"
 
 
+class ParquetTarget(NamedTuple):
+    """Where one table's Parquet dataset goes: its declared schema and its directory."""
+
+    schema: pa.Schema
+    directory: str
+
+
 class _WriteShard(beam.DoFn):
-    """(shard, tables) → one Parquet file (an empty one for a shard with no tables).
+    """((table name, shard), tables) → one Parquet file (an empty one for a shard with no
+    tables).
 
     Tables stream into the file one by one, so a shard need not fit in memory. The file is
     written under a temporary name and renamed, so a retried shard replaces, never mixes.
     """
 
-    def __init__(self, schema: pa.Schema, directory: str, num_shards: int):
-        self._schema = schema
-        self._directory = directory
+    def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int):
+        self._targets = targets
         self._num_shards = num_shards
 
     def process(self, element):
-        shard, tables = element
-        path = FileSystems.join(self._directory, shard_file_name(shard, self._num_shards))
+        (name, shard), tables = element
+        target = self._targets[name]
+        path = FileSystems.join(target.directory, shard_file_name(shard, self._num_shards))
         temporary = f"{path}.tmp-{uuid.uuid4().hex}"
         rows = 0
         with FileSystems.create(temporary) as handle:
-            with pq.ParquetWriter(pa.PythonFile(handle, mode="w"), self._schema,
+            with pq.ParquetWriter(pa.PythonFile(handle, mode="w"), target.schema,
                                   compression="snappy") as writer:
                 for table in tables:
                     if table is not None:
@@ -109,25 +118,45 @@ class _WriteShard(beam.DoFn):
         yield path, rows
 
 
-class WriteParquetShards(beam.PTransform):
-    """PCollection[pa.Table] (already of `schema`) → `num_shards` Parquet files in
-    `directory`; outputs (file path, rows) per file."""
+def _conform_and_shard(element, targets: Dict[str, ParquetTarget], num_shards: int):
+    name, table = element
+    table = conform(table, targets[name].schema)
+    return (name, shard_of_table(table, num_shards)), table
 
-    def __init__(self, schema: pa.Schema, directory: str, num_shards: int):
+
+class WriteParquetShards(beam.PTransform):
+    """PCollection[(table name, pa.Table)] → `num_shards` Parquet files per table in its
+    target directory; outputs (file path, rows) per file.
+
+    Every table of a run goes through one of these, so writing N tables costs one
+    GroupByKey and a handful of steps rather than N copies of them (Beam's per-step costs
+    dominate small runs).
+    """
+
+    def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int):
         super().__init__()
-        self._schema = schema
-        self._directory = directory
+        self._targets = dict(targets)
         self._num_shards = num_shards
 
-    def expand(self, tables):
-        n = self._num_shards
-        keyed = tables | "KeyByShard" >> beam.Map(lambda t: (shard_of_table(t, n), t))
+    def expand(self, named_tables):
+        targets, n = self._targets, self._num_shards
+        keyed = named_tables | "ConformAndShard" >> beam.Map(_conform_and_shard, targets, n)
         # Every shard gets a file, so an empty table still has its schema on disk.
-        every_shard = tables.pipeline | "EveryShard" >> beam.Create([(i, None) for i in range(n)])
+        # From one created element (the DaskRunner translates Create, not Impulse).
+        every_shard = (named_tables.pipeline
+                       | "Start" >> beam.Create([None])
+                       | "EveryShard" >> beam.FlatMap(
+                           lambda _: [((name, i), None) for name in sorted(targets)
+                                      for i in range(n)]))
         return ((keyed, every_shard)
                 | "Flatten" >> beam.Flatten()
                 | "GroupByShard" >> beam.GroupByKey()
-                | "WriteShards" >> beam.ParDo(_WriteShard(self._schema, self._directory, n)))
+                | "WriteShards" >> beam.ParDo(_WriteShard(targets, n)))
+
+
+def _bigquery_table_rows(table: pa.Table, schema: pa.Schema):
+    list_columns = [f.name for f in schema if pa.types.is_list(f.type)]
+    return _bigquery_rows(conform(table, schema), list_columns)
 
 
 class WriteTable(beam.PTransform):
@@ -158,18 +187,48 @@ class WriteTable(beam.PTransform):
         return cls(schema, bigquery_table=location.bigquery_table)
 
     def expand(self, tables):
-        conformed = tables | "Conform" >> beam.Map(conform, self.schema)
         if self.parquet_dir is not None:
-            return conformed | "WriteParquet" >> WriteParquetShards(
-                self.schema, self.parquet_dir, self.num_shards)
-        list_columns = [f.name for f in self.schema if pa.types.is_list(f.type)]
+            return (tables
+                    | "Name" >> beam.Map(lambda table: ("table", table))
+                    | "WriteParquet" >> WriteParquetShards(
+                        {"table": ParquetTarget(self.schema, self.parquet_dir)},
+                        self.num_shards))
         return (
-            conformed
-            | "Rows" >> beam.FlatMap(_bigquery_rows, list_columns)
+            tables
+            | "Rows" >> beam.FlatMap(_bigquery_table_rows, self.schema)
             | "WriteBigQuery" >> beam.io.WriteToBigQuery(
                 self.bigquery_table, schema=bigquery_schema(self.schema),
                 create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
                 write_disposition=beam.io.BigQueryDisposition.WRITE_TRUNCATE))
+
+
+class WriteTables(beam.PTransform):
+    """{table name: PCollection[pa.Table]} → the Parquet datasets <parquet_dir>/<name> (one
+    sink for all of them), or the BigQuery tables <bigquery_dataset>.<name>; every table
+    conformed to its declared schema in pipelines.schemas.TABLES."""
+
+    def __init__(self, parquet_dir: str = None, bigquery_dataset: str = None,
+                 num_shards: int = 4):
+        super().__init__()
+        if (parquet_dir is None) == (bigquery_dataset is None):
+            raise ValueError("give exactly one of parquet_dir and bigquery_dataset")
+        self.parquet_dir = parquet_dir
+        self.bigquery_dataset = bigquery_dataset
+        self.num_shards = num_shards
+
+    def expand(self, tables_by_name):
+        if self.bigquery_dataset is not None:
+            return {name: tables | f"Write{name}" >> WriteTable(
+                        schemas.TABLES[name], bigquery_table=f"{self.bigquery_dataset}.{name}")
+                    for name, tables in tables_by_name.items()}
+        targets = {name: ParquetTarget(schemas.TABLES[name],
+                                       FileSystems.join(self.parquet_dir, name))
+                   for name in tables_by_name}
+        named = [tables | f"Name{name}" >> beam.Map(lambda table, n: (n, table), name)
+                 for name, tables in tables_by_name.items()]
+        return (named
+                | "AllTables" >> beam.Flatten()
+                | "WriteParquet" >> WriteParquetShards(targets, self.num_shards))
 
 
 def _parquet_batches(readable_file, batch_rows: int = 65_536):

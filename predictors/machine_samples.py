@@ -16,6 +16,7 @@ import functools
 from typing import NamedTuple
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 
 class WarmRatioHistory(NamedTuple):
@@ -216,18 +217,21 @@ class MachineSamples:
         lag_lo = np.maximum(0, self.run_start_step + min_warm_samples - 1 - self.step)
         lag_hi = np.minimum(self.run_end_step - self.step, horizon - 1)
         keep = lag_lo <= lag_hi
-        row = self.step[keep] * (horizon + 1)
-        cells = np.concatenate([row + lag_lo[keep], row + lag_hi[keep] + 1])
+        # Lag-major layout (lag rows, `horizon` columns of zeros before step 0) so the running
+        # sum runs down the rows, which numpy vectorizes, and the diagonals are a strided view.
+        width = num_steps + horizon
+        column = self.step[keep] + horizon
+        cells = np.concatenate([lag_lo[keep] * width + column,
+                                (lag_hi[keep] + 1) * width + column])
 
         def diagonal_sums(values):
             weights = np.concatenate([values[keep], -values[keep]])
-            by_sample_step = np.bincount(cells, weights=weights,
-                                         minlength=num_steps * (horizon + 1))
-            by_sample_step = np.cumsum(by_sample_step.reshape(num_steps, horizon + 1), axis=1)
-            # Row s of `padded` + horizon holds lag sums of the samples at step s.
-            padded = np.vstack([np.zeros((horizon, horizon + 1)), by_sample_step])
-            lag = np.arange(horizon)
-            return padded[np.arange(num_steps)[:, None] - lag[None, :] + horizon, lag[None, :]]
+            by_lag_step = np.bincount(cells, weights=weights, minlength=(horizon + 1) * width)
+            by_lag_step = np.cumsum(by_lag_step.reshape(horizon + 1, width), axis=0)
+            # view[t, j] = by_lag_step[j, horizon + t - j]: the samples of step t - j at lag j.
+            return as_strided(by_lag_step[0, horizon:], shape=(num_steps, horizon),
+                              strides=(by_lag_step.itemsize, by_lag_step.itemsize * (width - 1)),
+                              writeable=False)
 
         warm = self.run_position >= min_warm_samples
         starts = self.step_offsets[:-1]

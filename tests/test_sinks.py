@@ -77,6 +77,7 @@ def test_conform_names_missing_columns():
 
 
 def test_load_or_write_round_trips_a_canonical_table(tmp_path):
+    from apache_beam.testing.util import assert_that, equal_to
     from tests.helpers import run_text_config, sorted_frame
     import pandas as pd
 
@@ -84,7 +85,16 @@ def test_load_or_write_round_trips_a_canonical_table(tmp_path):
     first = run_text_config(
         f'synthetic {{ machines: 2 days: 0.2 seed: 5 }} usage {{ output {{ parquet: "{copy}" }} }}',
         tmp_path / "first")
-    second = run_text_config(f'usage {{ input {{ parquet: "{copy}" }} }}', tmp_path / "second")
     assert len(first["usage"]) > 100
-    pd.testing.assert_frame_equal(sorted_frame(second["usage"]), sorted_frame(first["usage"]))
+    written = pq.read_table(str(copy))
+    pd.testing.assert_frame_equal(sorted_frame(written.to_pandas()), sorted_frame(first["usage"]))
+    expected = [repr(row) for row in written.to_pylist()]
+    location = run_config.parse_config(f'usage {{ input {{ parquet: "{copy}" }} }}').usage.input
+    with beam.Pipeline() as pipeline:
+        rows = (pipeline | sinks.ReadTable(location, schemas.USAGE)
+                | beam.FlatMap(lambda table: [repr(row) for row in table.to_pylist()]))
+        assert_that(rows, equal_to(expected))
+    # A run that loads the table does not write it again (it is stored where it was read).
+    second = run_text_config(f'usage {{ input {{ parquet: "{copy}" }} }}', tmp_path / "second")
+    assert "usage" not in second and not (tmp_path / "second" / "usage").exists()
     assert second["instances"].empty and second["dead_letters"].empty
