@@ -37,13 +37,15 @@ class RcLikePredictor(PercentileHistoryPredictor):
         # equal-length windows at a time.
         partial = np.flatnonzero(warm & ~full)
         partial = partial[np.argsort(window[partial], kind="stable")]
+        lower, upper, gamma = percentile_ranks(self.percentile,
+                                               np.arange(1, self.num_history_samples + 1))
         for at in np.split(partial, np.flatnonzero(np.diff(window[partial])) + 1):
             if len(at) == 0:
                 continue
             count = window[at[0]]
             rows = np.sort(ratio[at[:, None] + np.arange(1 - count, 1)[None, :]], axis=1)
-            lower, upper, gamma = percentile_ranks(self.percentile, count)
-            per_task[at] = lerp(rows[:, lower], rows[:, upper], gamma)
+            per_task[at] = lerp(rows[:, lower[count - 1]], rows[:, upper[count - 1]],
+                                gamma[count - 1])
         contribution = np.empty(len(order))
         contribution[order] = per_task * samples.limit[order]
         return samples.per_step_sum(contribution)
