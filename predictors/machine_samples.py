@@ -217,20 +217,20 @@ class MachineSamples:
         lag_lo = np.maximum(0, self.run_start_step + min_warm_samples - 1 - self.step)
         lag_hi = np.minimum(self.run_end_step - self.step, horizon - 1)
         keep = lag_lo <= lag_hi
-        # Lag-major layout (lag rows, `horizon` columns of zeros before step 0) so the running
-        # sum runs down the rows, which numpy vectorizes, and the diagonals are a strided view.
-        width = num_steps + horizon
-        column = self.step[keep] + horizon
-        cells = np.concatenate([lag_lo[keep] * width + column,
-                                (lag_hi[keep] + 1) * width + column])
+        # Rows are sample steps (after `horizon` rows of zeros), columns lags.
+        columns = horizon + 1
+        row = (self.step[keep] + horizon) * columns
+        cells = np.concatenate([row + lag_lo[keep], row + lag_hi[keep] + 1])
 
         def diagonal_sums(values):
             weights = np.concatenate([values[keep], -values[keep]])
-            by_lag_step = np.bincount(cells, weights=weights, minlength=(horizon + 1) * width)
-            by_lag_step = np.cumsum(by_lag_step.reshape(horizon + 1, width), axis=0)
-            # view[t, j] = by_lag_step[j, horizon + t - j]: the samples of step t - j at lag j.
-            return as_strided(by_lag_step[0, horizon:], shape=(num_steps, horizon),
-                              strides=(by_lag_step.itemsize, by_lag_step.itemsize * (width - 1)),
+            by_step_lag = np.bincount(cells, weights=weights,
+                                      minlength=(num_steps + horizon) * columns)
+            by_step_lag = np.cumsum(by_step_lag.reshape(num_steps + horizon, columns), axis=1)
+            # view[t, j] = by_step_lag[horizon + t - j, j]: the samples of step t - j at lag j.
+            return as_strided(by_step_lag[horizon], shape=(num_steps, horizon),
+                              strides=(by_step_lag.itemsize * columns,
+                                       -by_step_lag.itemsize * horizon),
                               writeable=False)
 
         warm = self.run_position >= min_warm_samples
