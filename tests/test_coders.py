@@ -1,5 +1,5 @@
-"""The fallback coder: same encoding as Beam's FastPrimitivesCoder, sizes of Arrow tables
-and arrays without encoding them."""
+"""The fallback coder: Arrow tables as IPC streams, sizes of tables and arrays without
+encoding them, everything else as Beam's FastPrimitivesCoder."""
 
 import numpy as np
 import pyarrow as pa
@@ -24,25 +24,31 @@ def test_estimated_size_of_tables_arrays_and_tuples_of_them():
     assert coders.estimated_size((1, object())) is None
 
 
-def test_size_estimates_do_not_encode_tables_but_encoding_is_unchanged():
-    coder = coders.FastPrimitivesWithArrowSizesCoder()
-    impl = coder.get_impl()
+def test_size_estimates_do_not_encode_tables():
+    impl = coders.ArrowAwareCoder().get_impl()
     element = ((7, "shard"), _table(50_000))
     assert impl.get_estimated_size_and_observables(element) == (
         coders.estimated_size(element), [])
-    # Other values are estimated by encoding, as FastPrimitivesCoder does.
-    plain = beam_coders.FastPrimitivesCoder().get_impl()
+    # Other values are estimated by encoding them, as FastPrimitivesCoder does.
     other = {"a": [1, 2, 3]}
-    assert (impl.get_estimated_size_and_observables(other)
-            == plain.get_estimated_size_and_observables(other))
-    encoded = coder.encode(element)
-    assert encoded == beam_coders.FastPrimitivesCoder().encode(element)
-    key, table = coder.decode(encoded)
-    assert key == (7, "shard") and table.equals(element[1])
+    assert impl.get_estimated_size_and_observables(other)[0] == len(
+        coders.ArrowAwareCoder().encode(other))
+
+
+def test_tables_round_trip_as_ipc_streams_and_everything_else_as_before():
+    coder = coders.ArrowAwareCoder()
+    table = _table(1000)
+    element = ((7, "shard"), table.slice(10, 5), [np.arange(3), {"x": None}], 2.5)
+    key, part, (array, mapping), number = coder.decode(coder.encode(element))
+    assert key == (7, "shard") and number == 2.5 and mapping == {"x": None}
+    assert part.equals(table.slice(10, 5)) and np.array_equal(array, np.arange(3))
+    # A slice is encoded with its own rows only, not its parent's buffers.
+    assert len(coder.encode(table.slice(10, 5))) < len(coder.encode(table)) / 10
+    assert coder.encode("text") == beam_coders.FastPrimitivesCoder().encode("text")
 
 
 def test_register_makes_it_the_coder_of_undeclared_types_once():
     coders.register()
     coders.register()
     assert isinstance(beam_coders.registry.get_coder(typehints.Any),
-                      coders.FastPrimitivesWithArrowSizesCoder)
+                      coders.ArrowAwareCoder)
