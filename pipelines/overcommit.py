@@ -581,19 +581,26 @@ class RunFortuneTellers(beam.PTransform):
 # --- Cell metrics and summary -----------------------------------------------------------------
 
 class MergeCellSums(beam.CombineFn):
-    """CellSums of many machines → the cell's CellSums (summed per time)."""
+    """CellSums of many machines → the cell's CellSums (summed per time).
+
+    The accumulator is a list of parts merged BATCH at a time: one sort per batch rather
+    than one per machine, and bounded memory.
+    """
+
+    BATCH = 64
 
     def create_accumulator(self):
-        return merge_cell_sums([])
+        return []
 
-    def add_input(self, accumulator, sums):
-        return merge_cell_sums([accumulator, sums])
+    def add_input(self, parts, sums):
+        parts.append(sums)
+        return [merge_cell_sums(parts)] if len(parts) >= self.BATCH else parts
 
     def merge_accumulators(self, accumulators):
-        return merge_cell_sums(list(accumulators))
+        return [merge_cell_sums([part for parts in accumulators for part in parts])]
 
-    def extract_output(self, accumulator):
-        return accumulator
+    def extract_output(self, parts):
+        return merge_cell_sums(parts)
 
 
 def cell_metrics_table(element, oracle_name: str) -> pa.Table:
