@@ -12,31 +12,45 @@ from policies.host_index import NO_HOST, HostGroups
 from policies.policy import PlacementPolicy, ScheduleTimer
 from policies.pool import PoolState
 
-USED = "used"
-EMPTY = "empty"
+# Group keys of `UsedOrEmptyPolicy`: whether the host holds anything.
+USED = True
+EMPTY = False
 
 
-def used_or_empty(pool: PoolState):
-    """Group function: USED for hosts holding anything, EMPTY otherwise."""
-    occupancy = pool.occupancy
-    return lambda host: USED if occupancy[host] else EMPTY
+class UsedOrEmptyPolicy(PlacementPolicy):
+    """A policy whose host index groups are USED and EMPTY hosts.
+
+    Subclasses set `track_exit` if they search by exit estimate, and may extend `bind`.
+    """
+
+    track_exit = False
+
+    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
+        self._pool = pool
+        self._occupancy = pool.occupancy
+        self._groups = HostGroups(pool, (occupancy > 0 for occupancy in pool.occupancy),
+                                  self.track_exit)
+        self._used_hosts = self._groups.index(USED)
+        self._empty_hosts = self._groups.index(EMPTY)
+
+    def update(self, host: int, now_us: int) -> None:
+        self._groups.update(host, self._occupancy[host] > 0)
+
+    def placed(self, vm: int, host: int, now_us: int) -> None:
+        self._groups.update(host, USED)
+
+    def removed(self, vm: int, host: int, now_us: int) -> None:
+        self._groups.update(host, self._occupancy[host] > 0)
 
 
-class BestFit(PlacementPolicy):
+class BestFit(UsedOrEmptyPolicy):
     """Weighted-sum Best-Fit, empty hosts last."""
 
     name = "best_fit"
 
-    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
-        self._pool = pool
-        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=False)
-
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
-        host = self._groups.index(USED).best_fit(demand, weighted_size)
+        host = self._used_hosts.best_fit(demand, weighted_size)
         if host == NO_HOST:
-            host = self._groups.index(EMPTY).best_fit(demand, weighted_size)
+            host = self._empty_hosts.best_fit(demand, weighted_size)
         return host
-
-    def update(self, host: int, now_us: int) -> None:
-        self._groups.update(host)

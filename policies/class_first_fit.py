@@ -10,15 +10,14 @@ which is what 003 Example 1 needs: k long VMs share one host instead of one host
 import math
 from typing import Sequence
 
-from policies.best_fit import EMPTY, used_or_empty
-from policies.host_index import HostGroups
-from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.best_fit import UsedOrEmptyPolicy
+from policies.policy import ScheduleTimer
 from policies.pool import PoolState
 
 US_PER_S = 1_000_000
 
 
-class ClassFirstFit(PlacementPolicy):
+class ClassFirstFit(UsedOrEmptyPolicy):
     """Algorithm 1 of paper 003 with classes in powers of two of `time_unit_s`."""
 
     name = "class_first_fit"
@@ -35,8 +34,7 @@ class ClassFirstFit(PlacementPolicy):
         return 0 if units < 1 else math.floor(math.log2(units)) + 1
 
     def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
-        self._pool = pool
-        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=False)
+        super().bind(pool, schedule_timer, now_us)
         # Per class, its hosts in opening order; per host, its class (None: not open).
         self._class_hosts = {}
         self._host_class = [None] * pool.num_hosts
@@ -53,18 +51,15 @@ class ClassFirstFit(PlacementPolicy):
         for host in self._class_hosts.get(self.lifetime_class(exit_us - now_us), ()):
             if pool.available[host] and pool.fits(host, demand):
                 return host
-        return self._groups.index(EMPTY).best_fit(demand, pool.weighted_size(demand))
+        return self._empty_hosts.best_fit(demand, pool.weighted_size(demand))
 
     def placed(self, vm: int, host: int, now_us: int) -> None:
         if self._host_class[host] is None:
             self._open(host, self.lifetime_class(self._pool.host_vms[host][vm] - now_us))
-        self._groups.update(host)
+        super().placed(vm, host, now_us)
 
     def removed(self, vm: int, host: int, now_us: int) -> None:
         if not self._pool.host_vms[host] and self._host_class[host] is not None:
             self._class_hosts[self._host_class[host]].remove(host)
             self._host_class[host] = None
-        self._groups.update(host)
-
-    def update(self, host: int, now_us: int) -> None:
-        self._groups.update(host)
+        super().removed(vm, host, now_us)

@@ -14,10 +14,8 @@ is opened only when no used host fits. LA-Binary has one threshold, 2 hours.
 import bisect
 from typing import Sequence
 
-from policies.best_fit import EMPTY, USED, used_or_empty
-from policies.host_index import NO_HOST, HostGroups
-from policies.policy import PlacementPolicy, ScheduleTimer
-from policies.pool import PoolState
+from policies.best_fit import UsedOrEmptyPolicy
+from policies.host_index import NO_HOST
 
 US_PER_S = 1_000_000
 LA_BINARY_THRESHOLDS_S = (7200,)
@@ -25,10 +23,11 @@ LA_BINARY_THRESHOLDS_S = (7200,)
 LA_MULTI_CLASS_THRESHOLDS_S = tuple(15 * 60 * 2 ** i for i in range(9))
 
 
-class LifetimeAlignment(PlacementPolicy):
+class LifetimeAlignment(UsedOrEmptyPolicy):
     """LA with class thresholds `class_thresholds_s` (ascending seconds)."""
 
     one_shot = True
+    track_exit = True
 
     def __init__(self, class_thresholds_s: Sequence[float] = LA_BINARY_THRESHOLDS_S):
         thresholds = [int(t * US_PER_S) for t in class_thresholds_s]
@@ -42,13 +41,9 @@ class LifetimeAlignment(PlacementPolicy):
         """Class of a predicted remaining lifetime (0 = shortest)."""
         return bisect.bisect_right(self._thresholds_us, remaining_us)
 
-    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
-        self._pool = pool
-        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=True)
-
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
-        used = self._groups.index(USED)
+        used = self._used_hosts
         vm_class = self.lifetime_class(exit_us - now_us)
         if vm_class > 0:
             # Hosts of the same class: remaining = host_exit - now in the class's interval.
@@ -60,8 +55,5 @@ class LifetimeAlignment(PlacementPolicy):
                 return host
         host = used.best_fit(demand, weighted_size)
         if host == NO_HOST:
-            host = self._groups.index(EMPTY).best_fit(demand, weighted_size)
+            host = self._empty_hosts.best_fit(demand, weighted_size)
         return host
-
-    def update(self, host: int, now_us: int) -> None:
-        self._groups.update(host)

@@ -33,7 +33,7 @@ import operator
 from typing import Sequence
 
 from policies.host_index import NO_HOST, HostGroups
-from policies.nilas import best_host_by_temporal_cost
+from policies.nilas import LAST_LEVEL, best_host_by_temporal_cost
 from policies.policy import PlacementPolicy, ScheduleTimer
 from policies.pool import PoolState, used_above_room
 
@@ -45,6 +45,7 @@ NUM_CLASSES = len(LAVA_CLASS_BOUNDS_S)
 _CLASS_EDGES_US = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S[:-1]]
 EMPTY, OPEN, RECYCLING = 0, 1, 2
 STATE_NAMES = {EMPTY: "empty", OPEN: "open", RECYCLING: "recycling"}
+_EMPTY_GROUP = 0
 
 
 class Lava(PlacementPolicy):
@@ -90,6 +91,7 @@ class Lava(PlacementPolicy):
         self._vm_seq = {}
         self._seq = 0
         self._recycle_room = used_above_room(pool.capacity, self.recycle_fraction).tolist()
+        self._two_dims = pool.num_dims == 2
         # Hosts that already hold VMs (warm-up): class of their longest prediction, open
         # unless already over the threshold.
         for host in range(num_hosts):
@@ -105,13 +107,15 @@ class Lava(PlacementPolicy):
             if self._over_threshold(host):
                 self._state[host] = RECYCLING
                 self._make_all_residual(host)
-        state, host_class, group_key = self._state, self._class, self._group_key
-        self._groups = HostGroups(pool, lambda host: group_key(state[host], host_class[host]),
+        self._groups = HostGroups(pool, map(self._group_key, range(num_hosts)),
                                   track_exit=True)
-        self._empty = self._groups.index(self._group_key(EMPTY, 0))
-        self._open = [self._groups.index(self._group_key(OPEN, c)) for c in range(NUM_CLASSES)]
-        self._recycling = [self._groups.index(self._group_key(RECYCLING, c))
-                           for c in range(NUM_CLASSES)]
+        index = self._groups.index
+        self._empty = index(_EMPTY_GROUP)
+        self._open = [index(OPEN * NUM_CLASSES + c) for c in range(NUM_CLASSES)]
+        self._recycling = [index(RECYCLING * NUM_CLASSES + c) for c in range(NUM_CLASSES)]
+        # Tier 1 per VM class: recycling hosts of higher classes, closest class first.
+        self._higher_recycling = [self._recycling[vm_class + 1:]
+                                  for vm_class in range(NUM_CLASSES)]
         # Tier 3 per VM class: open hosts of other classes, and unless recycling is strict,
         # recycling hosts of the VM's class or lower.
         lower_recycling = [[] if self.strict_recycling else self._recycling[:vm_class + 1]
@@ -120,15 +124,16 @@ class Lava(PlacementPolicy):
             [self._open[c] for c in range(NUM_CLASSES) if c != vm_class]
             + lower_recycling[vm_class] for vm_class in range(NUM_CLASSES)]
 
-    @staticmethod
-    def _group_key(state: int, host_class: int) -> int:
-        """Group of the hosts in `state` and `host_class` (all empty hosts are group 0)."""
-        return 0 if state == EMPTY else state * NUM_CLASSES + host_class
+    def _group_key(self, host: int) -> int:
+        """Group of `host`: one per (state, class), except that all empty hosts share one.
+        (Inlined in `placed` and `removed`, where the state is known.)"""
+        state = self._state[host]
+        return _EMPTY_GROUP if state == EMPTY else state * NUM_CLASSES + self._class[host]
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
-        vm_class = self.lifetime_class(exit_us - now_us)
-        for recycling in self._recycling[vm_class + 1:]:
+        vm_class = bisect.bisect_right(_CLASS_EDGES_US, exit_us - now_us)  # lifetime_class
+        for recycling in self._higher_recycling[vm_class]:
             if recycling.exit_order:
                 _, host = best_host_by_temporal_cost(recycling, demand, weighted_size, exit_us)
                 if host != NO_HOST:
@@ -138,31 +143,38 @@ class Lava(PlacementPolicy):
             _, host = best_host_by_temporal_cost(same_class, demand, weighted_size, exit_us)
             if host != NO_HOST:
                 return host
-        # Any other used host: NILAS's choice over the union of these groups.
+        # Any other used host: NILAS's choice over the union of these groups. A group only
+        # needs searching up to the lowest cost level found so far.
         best = None
+        max_level = LAST_LEVEL
+        free_key = self._pool.free_key
         for other in self._other_used[vm_class]:
             if other.exit_order:
-                level, host = best_host_by_temporal_cost(other, demand, weighted_size, exit_us)
+                level, host = best_host_by_temporal_cost(other, demand, weighted_size, exit_us,
+                                                         0, max_level)
                 if host != NO_HOST:
-                    key = (level, self._pool.score(host), host)
+                    # Ranked by level, then free key: score, then host id.
+                    key = (level, free_key[host])
                     if best is None or key < best:
                         best = key
+                        max_level = level
         if best is not None:
-            return best[2]
+            return best[1][1]
         return self._empty.best_fit(demand, weighted_size)
 
     def placed(self, vm: int, host: int, now_us: int) -> None:
-        self._seq += 1
-        self._vm_seq[vm] = self._seq
-        if self._state[host] == EMPTY:
-            self._state[host] = OPEN
+        seq = self._seq = self._seq + 1
+        self._vm_seq[vm] = seq
+        state = self._state[host]
+        if state == EMPTY:
+            state = self._state[host] = OPEN
             self._class[host] = self.lifetime_class(self._pool.host_vms[host][vm] - now_us)
-        if self._state[host] == OPEN:
+        if state == OPEN:
             self._set_deadline(host, now_us)
             if self._over_threshold(host):
-                self._state[host] = RECYCLING
+                state = self._state[host] = RECYCLING
                 self._make_all_residual(host)
-        self._groups.update(host)
+        self._groups.update(host, state * NUM_CLASSES + self._class[host])
 
     def removed(self, vm: int, host: int, now_us: int) -> None:
         seq = self._vm_seq.pop(vm)
@@ -170,13 +182,16 @@ class Lava(PlacementPolicy):
             self._state[host] = EMPTY
             self._deadline[host] = None
             self._residuals[host] = 0
-        elif self._state[host] == RECYCLING and seq <= self._residual_cut[host]:
+            self._groups.update(host, _EMPTY_GROUP)
+            return
+        state = self._state[host]
+        if state == RECYCLING and seq <= self._residual_cut[host]:
             self._residuals[host] -= 1
             if self._residuals[host] == 0:
                 self._class[host] = max(self._class[host] - 1, 0)
                 self._make_all_residual(host)
                 self._set_deadline(host, now_us)
-        self._groups.update(host)
+        self._groups.update(host, state * NUM_CLASSES + self._class[host])
 
     def on_timer(self, host: int, now_us: int) -> None:
         if self._timer_us[host] != now_us:
@@ -185,33 +200,35 @@ class Lava(PlacementPolicy):
         if self._state[host] == EMPTY:
             return
         if self._deadline[host] > now_us:
-            self._arm_timer(host)
+            self._arm_timer(host, self._deadline[host])
             return
         self._class[host] = min(self._class[host] + 1, NUM_CLASSES - 1)
         self._state[host] = RECYCLING
         self._make_all_residual(host)
         self._set_deadline(host, now_us)
-        self._groups.update(host)
+        self._groups.update(host, self._group_key(host))
 
     def update(self, host: int, now_us: int) -> None:
-        self._groups.update(host)
+        self._groups.update(host, self._group_key(host))
 
     def _over_threshold(self, host: int) -> bool:
-        return any(map(operator.lt, self._pool.room[host], self._recycle_room[host]))
+        room, recycle_room = self._pool.room[host], self._recycle_room[host]
+        if self._two_dims:
+            return room[0] < recycle_room[0] or room[1] < recycle_room[1]
+        return any(map(operator.lt, room, recycle_room))
 
     def _make_all_residual(self, host: int) -> None:
         self._residual_cut[host] = self._seq
         self._residuals[host] = len(self._pool.host_vms[host])
 
     def _set_deadline(self, host: int, now_us: int) -> None:
-        self._deadline[host] = now_us + self._bounds_us[self._class[host]]
-        self._arm_timer(host)
-
-    def _arm_timer(self, host: int) -> None:
+        deadline = self._deadline[host] = now_us + self._bounds_us[self._class[host]]
         # One pending timer per host: a timer that fires before a postponed deadline re-arms
         # itself, so placements on open hosts do not pile up timers.
         pending = self._timer_us[host]
-        deadline = self._deadline[host]
         if pending is None or pending > deadline:
-            self._timer_us[host] = deadline
-            self._schedule_timer(deadline, host)
+            self._arm_timer(host, deadline)
+
+    def _arm_timer(self, host: int, time_us: int) -> None:
+        self._timer_us[host] = time_us
+        self._schedule_timer(time_us, host)

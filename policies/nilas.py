@@ -16,14 +16,13 @@ levels from 0 upward and runs a range-restricted Best-Fit in each level that has
 import bisect
 from typing import Sequence, Tuple
 
-from policies.best_fit import EMPTY, USED, used_or_empty
-from policies.host_index import NO_HOST, HostGroups, HostIndex
-from policies.policy import PlacementPolicy, ScheduleTimer
-from policies.pool import PoolState
+from policies.best_fit import UsedOrEmptyPolicy
+from policies.host_index import NO_HOST, HostIndex
 
 US_PER_S = 1_000_000
 TEMPORAL_COST_BUCKETS_S = (0, 1800, 3600, 5400, 7200, 10800, 14400, 21600, 43200, 86400, 604800)
 _BUCKETS_US = [b * US_PER_S for b in TEMPORAL_COST_BUCKETS_S]
+_LEVEL_1_US = _BUCKETS_US[1]
 LAST_LEVEL = len(TEMPORAL_COST_BUCKETS_S) - 1
 NO_LEVEL = LAST_LEVEL + 1
 
@@ -48,7 +47,7 @@ def best_host_by_temporal_cost(index: HostIndex, demand: Sequence[float], weight
     if not exits:
         return NO_LEVEL, NO_HOST
     if min_level == 0:
-        if exits[0][0] > vm_exit_us - _BUCKETS_US[1]:
+        if exits[0][0] > vm_exit_us - _LEVEL_1_US:
             # Every member outlives the VM (or nearly): all at cost 0, plain Best-Fit.
             host = index.best_fit(demand, weighted_size)
             return (0, host) if host != NO_HOST else (NO_LEVEL, NO_HOST)
@@ -63,13 +62,9 @@ def best_host_by_temporal_cost(index: HostIndex, demand: Sequence[float], weight
             level = min_level
         if level > max_level:
             break
-        if level == LAST_LEVEL:
-            lo_us, lo_pos = None, 0
-        else:
-            lo_us = vm_exit_us - _BUCKETS_US[level + 1] + 1
-            lo_pos = bisect.bisect_left(exits, (lo_us,), 0, hi_pos)
-        hi_us = None if level == 0 else vm_exit_us - _BUCKETS_US[level] + 1
-        host = index.best_fit_in_exit_range(demand, weighted_size, lo_us, hi_us, lo_pos, hi_pos)
+        lo_pos = (0 if level == LAST_LEVEL else
+                  bisect.bisect_left(exits, (vm_exit_us - _BUCKETS_US[level + 1] + 1,), 0, hi_pos))
+        host = index.best_fit_in_exit_positions(demand, weighted_size, lo_pos, hi_pos)
         if host != NO_HOST:
             return level, host
         hi_pos = lo_pos
@@ -77,27 +72,21 @@ def best_host_by_temporal_cost(index: HostIndex, demand: Sequence[float], weight
     return NO_LEVEL, NO_HOST
 
 
-class Nilas(PlacementPolicy):
+class Nilas(UsedOrEmptyPolicy):
     """NILAS as the highest-ranked score, Best-Fit below it."""
 
     name = "nilas"
-
-    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
-        self._pool = pool
-        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=True)
+    track_exit = True
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
-        used = self._groups.index(USED)
+        used = self._used_hosts
         empty_level = temporal_cost(exit_us - now_us)
         _, host = best_host_by_temporal_cost(used, demand, weighted_size, exit_us, 0, empty_level)
         if host == NO_HOST:
-            host = self._groups.index(EMPTY).best_fit(demand, weighted_size)
+            host = self._empty_hosts.best_fit(demand, weighted_size)
         if host == NO_HOST and empty_level < LAST_LEVEL:
             # Only stale exit estimates (in the past) put used hosts above the empty level.
             _, host = best_host_by_temporal_cost(used, demand, weighted_size, exit_us,
                                                  empty_level + 1)
         return host
-
-    def update(self, host: int, now_us: int) -> None:
-        self._groups.update(host)

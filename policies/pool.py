@@ -10,6 +10,7 @@ whole pool at once through `used()` / `capacity`, as numpy arrays.
 """
 
 import dataclasses
+import itertools
 import math
 import operator
 from typing import Optional, Sequence
@@ -113,6 +114,9 @@ class PoolState:
       host_exit_us[h]: the latest predicted exit of the host's VMs (NO_EXIT_US if none).
       occupancy[h]: live VMs plus in-flight migration reservations; 0 means empty.
       available[h]: False while the host is being drained (no new placements).
+      free_key[h]: the host's Best-Fit key (score(h), h, room[h][0], room[h][-1]), or None
+        if the host is full; a new tuple whenever the room changes. Indexes sort by it (the
+        room values let them test fits and bound groups of hosts without reading `room`).
     """
 
     def __init__(self, spec: PoolSpec, weights: Optional[Sequence[float]] = None,
@@ -136,20 +140,36 @@ class PoolState:
         self.num_empty = self.num_hosts
         self.smallest_demand = tuple(float(x) for x in (
             smallest_demand if smallest_demand is not None else np.zeros(self.num_dims)))
+        # CPU and memory only (the usual case): unrolled arithmetic, several times faster
+        # per event than loops over the dimensions.
+        self._two_dims = self.num_dims == 2
+        self._weight_0, self._weight_1 = self.weights[0], self.weights[-1]
+        self._smallest_0, self._smallest_1 = self.smallest_demand[0], self.smallest_demand[-1]
+        self.free_key = [self._free_key(host, room) for host, room in enumerate(self.room)]
 
     def score(self, host: int) -> float:
         """Weighted free capacity of `host` (Best-Fit prefers the lowest)."""
-        total = 0.0
-        for weight, room in zip(self.weights, self.room[host]):
-            total += weight * room
-        return total
+        return self.weighted_size(self.room[host])
 
     def weighted_size(self, demand: Sequence[float]) -> float:
-        """Weighted sum of a VM's demand, on the scale of `score`."""
+        """Weighted sum of a VM's demand, on the scale of `score`.
+
+        Summed from 0.0 in dimension order, as the reference replay does, so that equal
+        scores (ties, broken by host id) are equal in both replays.
+        """
+        if self._two_dims:
+            return self._weight_0 * demand[0] + self._weight_1 * demand[1]
         total = 0.0
         for weight, value in zip(self.weights, demand):
             total += weight * value
         return total
+
+    def _free_key(self, host: int, room: Sequence[float]) -> Optional[tuple]:
+        """`free_key` of `host` with `room` (`hold` and `_release` inline it for two
+        dimensions)."""
+        if all(map(operator.le, self.smallest_demand, room)):
+            return self.weighted_size(room), host, room[0], room[-1]
+        return None
 
     def fits(self, host: int, demand: Sequence[float]) -> bool:
         return all(map(operator.le, demand, self.room[host]))
@@ -177,26 +197,44 @@ class PoolState:
     def hold(self, host: int, demand: Sequence[float]) -> None:
         """Takes `demand` on `host` without a VM (an in-flight migration's reservation)."""
         room = self.room[host]
-        for d, value in enumerate(demand):
-            room[d] -= value
-        if self.occupancy[host] == 0:
+        if self._two_dims:
+            # Unrolled, with `_free_key` inlined: the hottest path of a replay.
+            room_0 = room[0] = room[0] - demand[0]
+            room_1 = room[1] = room[1] - demand[1]
+            self.free_key[host] = (
+                (self._weight_0 * room_0 + self._weight_1 * room_1, host, room_0, room_1)
+                if self._smallest_0 <= room_0 and self._smallest_1 <= room_1 else None)
+        else:
+            for d, value in enumerate(demand):
+                room[d] -= value
+            self.free_key[host] = self._free_key(host, room)
+        count = self.occupancy[host]
+        if not count:
             self.num_empty -= 1
-        self.occupancy[host] += 1
+        self.occupancy[host] = count + 1
 
     def release(self, host: int, demand: Sequence[float]) -> None:
         """Ends a reservation made by `hold`."""
         self._release(host, demand)
 
     def _release(self, host: int, demand: Sequence[float]) -> None:
-        self.occupancy[host] -= 1
-        if self.occupancy[host] == 0:
+        count = self.occupancy[host] = self.occupancy[host] - 1
+        room = self.room[host]
+        if not count:
             # Exact reset: float drift never survives an empty host.
-            self.room[host] = list(self._limit_rows[host])
+            room[:] = self._limit_rows[host]
             self.num_empty += 1
+            self.free_key[host] = self._free_key(host, room)
+        elif self._two_dims:
+            room_0 = room[0] = room[0] + demand[0]
+            room_1 = room[1] = room[1] + demand[1]
+            self.free_key[host] = (
+                (self._weight_0 * room_0 + self._weight_1 * room_1, host, room_0, room_1)
+                if self._smallest_0 <= room_0 and self._smallest_1 <= room_1 else None)
         else:
-            room = self.room[host]
             for d, value in enumerate(demand):
                 room[d] += value
+            self.free_key[host] = self._free_key(host, room)
 
     def set_predicted_exits(self, host: int, vms: Sequence[int], exits_us: Sequence[int]) -> None:
         """Replaces the predicted exits of `vms` (all on `host`) after a reprediction."""
@@ -206,7 +244,10 @@ class PoolState:
 
     def used(self) -> np.ndarray:
         """Demand placed per host and dimension: float64[H, D]."""
-        return self.limit - np.array(self.room)
+        # Flattened through an iterator: several times faster than np.array(list of lists).
+        flat_room = np.fromiter(itertools.chain.from_iterable(self.room), np.float64,
+                                self.num_hosts * self.num_dims)
+        return self.limit - flat_room.reshape(self.num_hosts, self.num_dims)
 
     def occupancy_array(self) -> np.ndarray:
         return np.array(self.occupancy, dtype=np.int64)

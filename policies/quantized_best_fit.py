@@ -13,9 +13,9 @@ DPBFR uses `long_lived_num_buckets` (finer) buckets for VMs predicted to live at
 
 from typing import Optional, Sequence
 
-from policies.best_fit import EMPTY, USED, used_or_empty
-from policies.host_index import NO_HOST, HostGroups
-from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.best_fit import UsedOrEmptyPolicy
+from policies.host_index import NO_HOST
+from policies.policy import ScheduleTimer
 from policies.pool import PoolState
 
 US_PER_S = 1_000_000
@@ -26,7 +26,7 @@ def bucket_of(score: float, weighted_size: float, span: float, num_buckets: int)
     return min(int((score - weighted_size) / span * num_buckets), num_buckets - 1)
 
 
-class QuantizedBestFit(PlacementPolicy):
+class QuantizedBestFit(UsedOrEmptyPolicy):
     """PBFR with `num_buckets`; DPBFR when `long_lived_num_buckets` is set."""
 
     def __init__(self, num_buckets: int = 3, long_lived_num_buckets: Optional[int] = None,
@@ -39,10 +39,9 @@ class QuantizedBestFit(PlacementPolicy):
         self.name = "pbfr" if long_lived_num_buckets is None else "dpbfr"
 
     def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
-        self._pool = pool
+        super().bind(pool, schedule_timer, now_us)
         # Weighted capacity of the largest host: free capacity after a placement is in [0, span].
         self._span = max(pool.weighted_size(limit) for limit in pool.limit.tolist())
-        self._groups = HostGroups(pool, used_or_empty(pool), track_exit=False)
 
     def num_buckets_for(self, exit_us: int, now_us: int) -> int:
         if (self.long_lived_num_buckets is not None
@@ -53,24 +52,30 @@ class QuantizedBestFit(PlacementPolicy):
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
         num_buckets = self.num_buckets_for(exit_us, now_us)
-        for group in (USED, EMPTY):
-            host = self._lowest_bucket_first_host(group, demand, weighted_size, num_buckets)
+        for index in (self._used_hosts, self._empty_hosts):
+            host = self._lowest_bucket_first_host(index, demand, weighted_size, num_buckets)
             if host != NO_HOST:
                 return host
         return NO_HOST
 
-    def _lowest_bucket_first_host(self, group, demand, weighted_size, num_buckets) -> int:
+    def _lowest_bucket_first_host(self, index, demand, weighted_size, num_buckets) -> int:
+        best_host = index.best_fit(demand, weighted_size)
+        if best_host == NO_HOST:
+            return NO_HOST
+        first = self._pool.free_key[best_host]
+        # The lowest bucket with a fitting host is the first fit's; buckets do not decrease
+        # along the Best-Fit order, so that bucket's hosts follow the first fit. bucket_of
+        # inlined: the loop may visit a third of the hosts.
+        span = self._span
+        bucket = bucket_of(first[0], weighted_size, span, num_buckets)
+        bucket_may_end = bucket < num_buckets - 1
+        demand_0, demand_last = demand[0], demand[-1]
         fits = self._pool.fits
-        best_bucket = None
-        best_host = NO_HOST
-        for score, host in self._groups.index(group).in_best_fit_order(weighted_size):
-            bucket = bucket_of(score, weighted_size, self._span, num_buckets)
-            if best_bucket is not None and bucket > best_bucket:
+        for score, host, room_0, room_last in index.keys_from(first):
+            if (bucket_may_end
+                    and int((score - weighted_size) / span * num_buckets) > bucket):
                 break
-            if (best_bucket is None or host < best_host) and fits(host, demand):
-                best_bucket = bucket
+            if (host < best_host and demand_0 <= room_0 and demand_last <= room_last
+                    and fits(host, demand)):
                 best_host = host
         return best_host
-
-    def update(self, host: int, now_us: int) -> None:
-        self._groups.update(host)
