@@ -25,7 +25,9 @@ is older than `refresh_interval_s`. `refresh_interval_s = 0` repredicts every us
 every decision (no cache).
 """
 
+import collections
 import heapq
+import itertools
 from typing import Any, Protocol
 
 import numpy as np
@@ -75,32 +77,28 @@ class NoisyOracleLifetimes:
         return self._oracle.apply(remaining_s, self._log10_error[vm_index])
 
 
-def take_rows(features: Any, vm_index: np.ndarray) -> Any:
-    """Rows `vm_index` of a feature table: pandas DataFrame, Arrow table, dict of arrays
-    or 2-D array."""
-    if hasattr(features, "iloc"):
-        return features.iloc[vm_index]
-    if hasattr(features, "take"):
-        return features.take(vm_index)
-    if isinstance(features, dict):
-        return {name: np.asarray(column)[vm_index] for name, column in features.items()}
-    return np.asarray(features)[vm_index]
-
-
 class ModelLifetimes:
     """Adapter for a trained model: `model.predict_remaining(feature_rows, uptime_s)` returns
-    remaining lifetimes in seconds; `features` has one row per VM of the trace, in order."""
+    remaining lifetimes in seconds.
+
+    Args:
+      model: the model.
+      features: one row per VM of the trace, in order: an array (V, ...) of the rows the
+        model takes, or a table (pandas DataFrame, Arrow table) that the model's `encode`
+        turns into one once here, so each reprediction only takes rows of an array.
+    """
 
     repredicts = True
 
     def __init__(self, model: Any, features: Any):
         self._model = model
-        self._features = features
+        if hasattr(features, "iloc") or hasattr(features, "column_names"):
+            features = model.encode(features)
+        self._features = np.asarray(features)
 
     def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
-        rows = take_rows(self._features, vm_index)
-        remaining_s = np.asarray(self._model.predict_remaining(rows, uptime_s), np.float64)
-        return np.maximum(remaining_s, 0.0)
+        remaining_s = self._model.predict_remaining(self._features[vm_index], uptime_s)
+        return np.maximum(np.asarray(remaining_s, np.float64), 0.0)
 
 
 class OneShotLifetimes:
@@ -145,6 +143,14 @@ class ClassifierLifetimes:
 class HostExitCache:
     """Batched, cached repredictions of host exit estimates for a repredicting source.
 
+    Bookkeeping per refresh is O(hosts due + their VMs): hosts touched since the last
+    refresh are a set; hosts whose last reprediction gets too old are a FIFO queue (a
+    reprediction at `now` is due at `now + interval`, and `refresh` times never decrease);
+    hosts whose estimate passes before that are a heap by exit time (a later estimate needs
+    no entry: the interval repredicts the host first). Entries that a later reprediction
+    superseded stay in the queue and the heap and are skipped when they come up; their
+    number is bounded by a few times the number of hosts.
+
     Args:
       source: the lifetime source.
       arrival_us: int64[V] arrival times of the trace's VMs (uptime = now - arrival).
@@ -155,7 +161,7 @@ class HostExitCache:
         if refresh_interval_s < 0:
             raise ValueError(f"refresh_interval_s must be >= 0, got {refresh_interval_s}")
         self._source = source
-        self._arrival_us = arrival_us
+        self._arrival_us = np.asarray(arrival_us, dtype=np.int64)
         self._interval_us = int(refresh_interval_s * US_PER_S)
         self.num_predictions = 0
         self.num_batches = 0
@@ -163,66 +169,81 @@ class HostExitCache:
     def bind(self, pool: PoolState) -> None:
         self._pool = pool
         self._dirty = set(h for h in range(pool.num_hosts) if pool.host_vms[h])
-        self._due_us = [None] * pool.num_hosts
-        self._due = []
-        self._exits = []
+        self._due_us = [None] * pool.num_hosts  # when each host's reprediction is due
+        self._due = collections.deque()  # (due_us, host), in due order
+        self._exits = []  # heap of (host exit estimate at its reprediction, host)
+        self._last_us = None
 
     def touch(self, host: int) -> None:
         """A VM was placed on or left `host`."""
         self._dirty.add(host)
 
     def refresh(self, now_us: int) -> list:
-        """Repredicts every host that is due; returns the hosts whose exit estimate changed."""
-        pool = self._pool
-        if self._interval_us == 0:
-            hosts = [h for h in range(pool.num_hosts) if pool.host_vms[h]]
-        else:
-            hosts = self._dirty
-            due, due_us = self._due, self._due_us
-            while due and due[0][0] <= now_us:
-                time_us, host = heapq.heappop(due)
-                if due_us[host] == time_us:
-                    hosts.add(host)
-            expired, exit_us = self._exits, pool.host_exit_us
-            while expired and expired[0][0] < now_us:
-                time_us, host = heapq.heappop(expired)
-                if exit_us[host] == time_us:
-                    hosts.add(host)
-            hosts = sorted(h for h in hosts if pool.host_vms[h])
-            self._dirty = set()
+        """Repredicts every host that is due at `now_us` (non-decreasing from call to call)
+        in one batch; returns the hosts whose exit estimate changed, ascending."""
+        if self._last_us is not None and now_us < self._last_us:
+            raise ValueError(f"refresh at {now_us} after one at {self._last_us}")
+        self._last_us = now_us
+        hosts = self._hosts_due(now_us)
         if not hosts:
             return []
+        pool = self._pool
         vms = [list(pool.host_vms[h]) for h in hosts]
-        vm_index = np.fromiter((vm for host_vms in vms for vm in host_vms), np.int64)
+        num_vms = sum(map(len, vms))
+        vm_index = np.fromiter(itertools.chain.from_iterable(vms), np.int64, num_vms)
         uptime_s = (now_us - self._arrival_us[vm_index]) / US_PER_S
         exits_us = to_exit_us(now_us, self._source.predict_remaining_s(vm_index, uptime_s))
-        self.num_predictions += len(vm_index)
+        self.num_predictions += num_vms
         self.num_batches += 1
         exits_us = exits_us.tolist()
+        host_exit_us, set_predicted_exits = pool.host_exit_us, pool.set_predicted_exits
         changed = []
         start = 0
         for host, host_vms in zip(hosts, vms):
             end = start + len(host_vms)
-            old_exit = pool.host_exit_us[host]
-            pool.set_predicted_exits(host, host_vms, exits_us[start:end])
+            old_exit = host_exit_us[host]
+            set_predicted_exits(host, host_vms, exits_us[start:end])
             start = end
-            new_exit = pool.host_exit_us[host]
-            if new_exit != old_exit:
+            if host_exit_us[host] != old_exit:
                 changed.append(host)
-            if self._interval_us:
-                self._due_us[host] = now_us + self._interval_us
-                heapq.heappush(self._due, (now_us + self._interval_us, host))
-                heapq.heappush(self._exits, (new_exit, host))
-        self._compact()
+        if self._interval_us:
+            self._schedule(hosts, now_us)
         return changed
 
-    def _compact(self) -> None:
-        """Drops stale heap entries once they outnumber the hosts (memory ~ hosts)."""
-        pool = self._pool
-        if len(self._exits) > 4 * pool.num_hosts:
-            self._exits = [(pool.host_exit_us[h], h) for h in range(pool.num_hosts)
-                           if pool.host_vms[h]]
+    def _hosts_due(self, now_us: int) -> list:
+        """The used hosts to repredict at `now_us`, ascending."""
+        host_vms = self._pool.host_vms
+        if self._interval_us == 0:
+            return [h for h in range(self._pool.num_hosts) if host_vms[h]]
+        hosts = self._dirty
+        self._dirty = set()
+        due, due_us = self._due, self._due_us
+        while due and due[0][0] <= now_us:
+            time_us, host = due.popleft()
+            if due_us[host] == time_us:
+                hosts.add(host)
+        exits, exit_us = self._exits, self._pool.host_exit_us
+        while exits and exits[0][0] < now_us:
+            time_us, host = heapq.heappop(exits)
+            if exit_us[host] == time_us:
+                hosts.add(host)
+        return sorted(filter(host_vms.__getitem__, hosts))
+
+    def _schedule(self, hosts: list, now_us: int) -> None:
+        """Records the repredictions of `hosts` at `now_us`: next due time and, if earlier,
+        exit."""
+        due_at = now_us + self._interval_us
+        due_us, due, exits, exit_us = self._due_us, self._due, self._exits, self._pool.host_exit_us
+        for host in hosts:
+            due_us[host] = due_at
+            due.append((due_at, host))
+            if exit_us[host] < due_at:
+                heapq.heappush(exits, (exit_us[host], host))
+        num_hosts = self._pool.num_hosts
+        if len(exits) > 4 * num_hosts:
+            host_vms = self._pool.host_vms
+            self._exits = [(exit_us[h], h) for h in range(num_hosts) if host_vms[h]]
             heapq.heapify(self._exits)
-        if len(self._due) > 4 * pool.num_hosts:
-            self._due = [(t, h) for h, t in enumerate(self._due_us) if t is not None]
-            heapq.heapify(self._due)
+        if len(due) > 4 * num_hosts:
+            self._due = collections.deque(sorted(
+                (t, h) for h, t in enumerate(due_us) if t is not None))

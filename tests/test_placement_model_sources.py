@@ -1,0 +1,402 @@
+"""Model lifetime sources of the placement replay: the lifetime stage's uptime model and LA
+classifier end to end on a small hand-made trace, and HostExitCache / ModelLifetimes /
+RemainingLifetimeCache against brute force on random inputs."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import config as run_config
+from pipelines import placement, schemas
+from pipelines.lifetime import load_model
+from policies.best_fit import BestFit
+from policies.la import LifetimeAlignment
+from policies.lava import Lava
+from policies.lifetime_source import ClassifierLifetimes, HostExitCache, ModelLifetimes, \
+    to_exit_us
+from policies.metrics import InflationMix
+from policies.nilas import Nilas
+from policies.pool import PoolSpec, PoolState
+from policies.simulator import PlacementTrace, simulate
+from predictors.lifetime_examples import make_uptime_examples
+from predictors.uptime_lifetime_model import RemainingLifetimeCache, UptimeLifetimeModel, \
+    interval_uptimes_s, log10_uptime
+from tests.helpers import run_text_config
+
+S = 1_000_000
+HOUR_S = 3600
+DAYS = 1.5
+LA_THRESHOLD_S = HOUR_S
+POLICIES = ("best_fit", "la_binary", "nilas", "lava")
+SOURCES = ("one_shot_model", "uptime_model")
+PLACEMENT_TEXT = f"""
+  policy: BEST_FIT policy: LA_BINARY policy: NILAS policy: LAVA
+  lifetime_source {{ uptime_model: true }} lifetime_source {{ one_shot_model: true }}
+  la_binary_threshold_s: {LA_THRESHOLD_S}
+  warmup_s: 21600 sample_period_s: 1800 stranding_every: 4 refresh_interval_s: 900 seed: 5
+"""
+LIFETIME_TEXT = f"""
+  lifetime_cap_s: 21600 train_fraction: 0.5 num_trees: 20 learning_rate: 0.3
+  early_stopping_rounds: 0 min_data_in_leaf: 10 uptime_max_bin: 16
+  long_lived_threshold_s: 3600 long_lived_decision_s: 3600 la_threshold_s: {LA_THRESHOLD_S}
+  la_target_recall: 0 train_kaplan_meier: false train_no_uptime_ablation: false
+  num_uptime_quantiles: 4 num_shards: 2
+"""
+
+
+def instance_rows(num_vms=500, seed=0):
+    """One pool over 1.5 days whose job name sets the lifetime: log10 lifetime (s) =
+    2.3 + 0.5 · job + N(0, 0.2), job 0..5 (3 minutes to 2 days); still running at the end:
+    censored."""
+    rng = np.random.default_rng(seed)
+    job = rng.integers(0, 6, num_vms)
+    start_s = np.sort(rng.uniform(60, DAYS * 86400, num_vms))
+    end_s = start_s + 10 ** (2.3 + 0.5 * job + rng.normal(0, 0.2, num_vms))
+    shape = rng.integers(0, 3, num_vms)
+    rows = []
+    for i in range(num_vms):
+        censored = end_s[i] > DAYS * 86400
+        rows.append({
+            "instance_id": f"vm{i:04d}", "pool": "cell", "start_time": int(start_s[i] * S),
+            "end_time": None if censored else int(end_s[i] * S),
+            "end_type": None if censored else "FINISH",
+            "cpu_request": [0.05, 0.1, 0.2][shape[i]],
+            "memory_request": [0.05, 0.1, 0.15][shape[i]],
+            "collection_logical_name": f"job{job[i]}"})
+    return rows
+
+
+MACHINES = [{"machine_id": m, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0,
+             "pool": "cell"} for m in range(5)]
+
+
+def write_parquet(directory, rows, schema):
+    os.makedirs(directory)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema),
+                   os.path.join(directory, "part-0.parquet"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("model_sources")
+    write_parquet(str(root / "in_instances"), instance_rows(), schemas.INSTANCES)
+    write_parquet(str(root / "in_machines"), MACHINES, schemas.MACHINES)
+    text = f"""
+      name: "model_sources_test"
+      instances {{ input {{ parquet: "{root / 'in_instances'}" }} }}
+      machines {{ input {{ parquet: "{root / 'in_machines'}" }} }}
+      lifetime_model {{ {LIFETIME_TEXT} }}
+      placement {{ {PLACEMENT_TEXT} }}
+    """
+    return run_text_config(text, root / "out")
+
+
+def pool_arrays():
+    """(trace, instances frame in trace order, hosts) as the stage builds them."""
+    frame = pa.Table.from_pylist(instance_rows(), schema=schemas.INSTANCES).sort_by(
+        [("start_time", "ascending"), ("instance_id", "ascending")]).to_pandas()
+    end = frame["end_time"].astype("float64").to_numpy()
+    start = frame["start_time"].to_numpy()
+    latest = int(max(start.max(), np.nanmax(end)))
+    trace = PlacementTrace.from_arrays(
+        start, end, frame[["cpu_request", "memory_request"]].to_numpy(), end_us=latest)
+    return trace, frame, PoolSpec.from_shape((1.0, 1.0), len(MACHINES))
+
+
+class Recording:
+    """Wraps a lifetime source and records every call: (vm_index, uptime_s, answer)."""
+
+    def __init__(self, source):
+        self._source = source
+        self.repredicts = source.repredicts
+        self.calls = []
+
+    def predict_remaining_s(self, vm_index, uptime_s):
+        remaining_s = self._source.predict_remaining_s(vm_index, uptime_s)
+        self.calls.append((np.array(vm_index), np.array(uptime_s, dtype=np.float64),
+                           np.array(remaining_s)))
+        return remaining_s
+
+
+def direct_replay(policy_name, source, trace, spec):
+    """`simulate` with the stage's settings (PLACEMENT_TEXT) on the stage's arrays."""
+    config = run_config.parse_config(f"placement {{ {PLACEMENT_TEXT} }}").placement
+    policy = {"best_fit": BestFit, "nilas": Nilas, "lava": Lava,
+              "la_binary": lambda: LifetimeAlignment((LA_THRESHOLD_S,))}[policy_name]()
+    return simulate(trace, spec, policy, source, start_us=int(trace.arrival_us.min()),
+                    end_us=int(trace.arrival_us.max()), warmup_s=config.warmup_s,
+                    sample_period_s=config.sample_period_s,
+                    refresh_interval_s=config.refresh_interval_s,
+                    inflation_mix=InflationMix.from_demand(trace.demand),
+                    stranding_every=config.stranding_every)
+
+
+def summary_row(tables, policy, source):
+    summary = tables["placement_summary"]
+    (row,) = summary[(summary["policy"] == policy) & (summary["lifetime_source"] == source)
+                     ].to_dict("records")
+    return row
+
+
+def model_path(tables, name):
+    models = tables["lifetime_models"].set_index("name")
+    return models.loc[name, "path"]
+
+
+def test_every_policy_has_a_row_per_model_source_and_accounts_for_every_vm(run):
+    summary = run["placement_summary"]
+    assert sorted(zip(summary["policy"], summary["lifetime_source"], summary["defrag"])) == \
+        sorted((p, s, "none") for p in POLICIES for s in SOURCES)
+    assert set(summary["vms"]) == {500}
+    assert (summary["placed_vms"] + summary["failed_vms"] + summary["not_replayed_vms"]
+            == summary["vms"]).all()
+    assert (summary["placements"] > 0).all()
+    # Only the repredicting source runs the host exit cache (for every policy but the
+    # one-shot LA); the one-shot classifier predicts once, at arrival.
+    repredicting = (summary["lifetime_source"] == "uptime_model") & \
+        (summary["policy"] != "la_binary")
+    assert (summary.loc[repredicting, "predictions"] > summary.loc[repredicting, "vms"]).all()
+    assert summary.loc[~repredicting, "predictions"].isna().all()
+
+
+@pytest.mark.parametrize("policy", ["nilas", "lava"])
+def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
+    trace, frame, spec = pool_arrays()
+    model = load_model(model_path(run, placement.UPTIME_MODEL_NAME))
+    features = model.encode(frame)
+    source = Recording(RemainingLifetimeCache(model, features))
+    result = direct_replay(policy, source, trace, spec)
+    row = summary_row(run, policy, "uptime_model")
+    assert row["predictions"] == result.summary["predictions"]
+    assert row["prediction_batches"] == result.summary["prediction_batches"]
+    assert row["placed_vms"] == np.sum(result.host_of_vm >= 0)
+    assert row["failed_vms"] == np.sum(result.host_of_vm == -1)
+    np.testing.assert_allclose(row["empty_hosts_pct"], result.summary["empty_hosts_pct"])
+    np.testing.assert_allclose(row["packing_density_pct"],
+                               result.summary["packing_density_pct"])
+    repredicted = [(vms, uptime_s, got) for vms, uptime_s, got in source.calls
+                   if np.any(uptime_s > 0)]
+    assert len(repredicted) > 10
+    for vms, uptime_s, got in repredicted:
+        np.testing.assert_array_equal(got, model.predict_remaining(features[vms], uptime_s))
+        # Uptimes are the VMs' own: now - arrival, the same now for the whole batch.
+        now_s = uptime_s + trace.arrival_us[vms] / S
+        np.testing.assert_allclose(now_s, now_s[0], rtol=0, atol=1e-6)
+
+
+def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):
+    trace, frame, spec = pool_arrays()
+    classifier = load_model(model_path(run, placement.LA_CLASSIFIER_NAME))
+    long_lived = classifier.predict_long(frame)
+    assert 0 < long_lived.sum() < len(long_lived)
+    source = Recording(ClassifierLifetimes(long_lived, classifier.threshold_s))
+    for policy in ("la_binary", "nilas"):
+        result = direct_replay(policy, source, trace, spec)
+        row = summary_row(run, policy, "one_shot_model")
+        np.testing.assert_allclose(row["empty_hosts_pct"], result.summary["empty_hosts_pct"])
+        assert row["placements"] == result.summary["placements"]
+    # Whenever asked, a VM's implied lifetime (remaining + uptime while alive) is the one
+    # its class says: twice the threshold if long-lived, half of it otherwise.
+    seen = np.zeros(len(trace), dtype=bool)
+    for vms, uptime_s, remaining_s in source.calls:
+        lifetime_s = np.where(long_lived[vms], 2.0, 0.5) * classifier.threshold_s
+        np.testing.assert_allclose(remaining_s, np.maximum(lifetime_s - uptime_s, 0.0))
+        seen[vms] = True
+    assert seen.all()
+    later = np.linspace(0, 3 * classifier.threshold_s, 7)
+    for uptime_s in later:
+        remaining_s = source.predict_remaining_s(np.arange(len(trace)),
+                                                 np.full(len(trace), uptime_s))
+        alive = remaining_s > 0
+        np.testing.assert_array_equal((remaining_s + uptime_s)[alive] > classifier.threshold_s,
+                                      long_lived[alive])
+
+
+def test_la_with_the_uptime_model_predicts_at_arrival_only(run):
+    trace, frame, spec = pool_arrays()
+    model = load_model(model_path(run, placement.UPTIME_MODEL_NAME))
+    source = Recording(RemainingLifetimeCache(model, model.encode(frame)))
+    result = direct_replay("la_binary", source, trace, spec)
+    assert all(np.all(uptime_s == 0) for _, uptime_s, _ in source.calls)
+    np.testing.assert_allclose(summary_row(run, "la_binary", "uptime_model")["empty_hosts_pct"],
+                               result.summary["empty_hosts_pct"])
+
+
+class FakeModel:
+    """Cheap deterministic model: remaining = feature · (1 + sin(uptime / 500)) + 30 s,
+    rounded to whole seconds at some uptimes so that ties between VMs happen. Counts calls."""
+
+    def __init__(self):
+        self.calls = 0
+        self.encoded = 0
+
+    def encode(self, frame):
+        self.encoded += 1
+        return frame[["a", "b"]].to_numpy(np.float64)
+
+    def predict_remaining(self, features, uptime_s):
+        self.calls += 1
+        features = np.asarray(features, dtype=np.float64)
+        remaining_s = features[:, 0] * (1.0 + np.sin(np.asarray(uptime_s) / 500.0)) + 30.0
+        return np.where(features[:, 1] > 0.5, np.round(remaining_s), remaining_s)
+
+
+class BruteForceExits:
+    """HostExitCache's rules, recomputed by scanning every host: a used host is repredicted
+    if touched, if its estimate has passed, or if its last reprediction is at least the
+    interval old (always for interval 0); its VMs' exits come from scratch."""
+
+    def __init__(self, model, features, arrival_us, interval_us):
+        self.model, self.features = model, features
+        self.arrival_us, self.interval_us = arrival_us, interval_us
+        self.last_us = {}
+        self.touched = set()
+        self.exits = {}  # vm -> predicted exit (us)
+
+    def host_exit(self, vms):
+        return max(self.exits[v] for v in vms) if vms else None
+
+    def refresh(self, now_us, host_vms):
+        changed = []
+        for host, vms in enumerate(host_vms):
+            if not vms:
+                continue
+            due = (self.interval_us == 0 or host in self.touched
+                   or self.host_exit(vms) < now_us
+                   or now_us >= self.last_us[host] + self.interval_us)
+            if not due:
+                continue
+            before = self.host_exit(vms)
+            for vm in vms:
+                uptime_s = (now_us - self.arrival_us[vm]) / S
+                remaining_s = self.model.predict_remaining(self.features[[vm]],
+                                                           np.array([uptime_s]))
+                self.exits[vm] = int(to_exit_us(now_us, np.maximum(remaining_s, 0.0))[0])
+            self.last_us[host] = now_us
+            if self.host_exit(vms) != before:
+                changed.append(host)
+        self.touched = set()
+        return changed
+
+
+@pytest.mark.parametrize("seed, refresh_interval_s", [(0, 0), (1, 300), (2, 900), (3, 60)])
+def test_host_exit_cache_equals_recomputing_every_due_host_from_scratch(seed,
+                                                                        refresh_interval_s):
+    rng = np.random.default_rng(seed)
+    num_vms, num_hosts = 400, 6
+    frame = pd.DataFrame({"a": rng.uniform(10, 3000, num_vms),
+                          "b": rng.uniform(0, 1, num_vms)})
+    arrival_us = np.sort(rng.integers(0, 20_000, num_vms)) * S
+    model = FakeModel()
+    source = ModelLifetimes(model, frame)
+    assert model.encoded == 1
+    cache = HostExitCache(source, arrival_us, refresh_interval_s)
+    pool = PoolState(PoolSpec.from_shape((1e9, 1e9), num_hosts))
+    cache.bind(pool)
+    reference = BruteForceExits(FakeModel(), frame[["a", "b"]].to_numpy(), arrival_us,
+                                refresh_interval_s * S)
+    live = []
+    for vm, now_us in enumerate(arrival_us.tolist()):
+        # A few exits, then the refresh before the decision, then the placement.
+        for gone in [v for v in live if rng.random() < 0.08]:
+            live.remove(gone)
+            host = pool.remove(gone, (1.0, 1.0))
+            reference.exits.pop(gone)
+            cache.touch(host)
+            reference.touched.add(host)
+        host_vms = [sorted(pool.host_vms[h]) for h in range(num_hosts)]
+        # The pool's exits before the refresh are what the reference saw last.
+        assert {v: pool.host_vms[pool.vm_host[v]][v] for v in live} == reference.exits
+        expected = reference.refresh(now_us, host_vms)
+        assert cache.refresh(now_us) == expected
+        for host, vms in enumerate(host_vms):
+            assert pool.host_vms[host] == {v: reference.exits[v] for v in vms}
+            if vms:
+                assert pool.host_exit_us[host] == reference.host_exit(vms)
+        host = int(rng.integers(0, num_hosts))
+        exit_us = int(to_exit_us(now_us, source.predict_remaining_s(
+            np.array([vm]), np.zeros(1)))[0])
+        pool.place(vm, host, (1.0, 1.0), exit_us)
+        reference.exits[vm] = exit_us
+        cache.touch(host)
+        reference.touched.add(host)
+        live.append(vm)
+    assert cache.num_batches > 0 and cache.num_predictions > cache.num_batches
+    with pytest.raises(ValueError, match="after one at"):
+        cache.refresh(int(arrival_us[-1]) - 1)
+
+
+def test_model_lifetimes_take_rows_of_the_encoded_table_once():
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"a": rng.uniform(10, 3000, 50), "b": rng.uniform(0, 1, 50)})
+    model = FakeModel()
+    source = ModelLifetimes(model, frame)
+    vms = rng.integers(0, 50, 30)
+    uptime_s = rng.uniform(0, 5000, 30)
+    expected = FakeModel().predict_remaining(frame.to_numpy()[vms], uptime_s)
+    for _ in range(3):
+        np.testing.assert_array_equal(source.predict_remaining_s(vms, uptime_s), expected)
+    assert model.encoded == 1 and model.calls == 3
+    # Arrays are taken as they are.
+    source = ModelLifetimes(model, frame.to_numpy())
+    np.testing.assert_array_equal(source.predict_remaining_s(vms, uptime_s), expected)
+    assert model.encoded == 1
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    rng = np.random.default_rng(7)
+    n = 1200
+    job = rng.integers(0, 8, n)
+    start = np.sort(rng.uniform(0, 5 * 86400, n))
+    frame = pd.DataFrame({
+        "instance_id": [f"i{k}" for k in range(n)], "start_time": (start * S).astype(np.int64),
+        "end_time": ((start + 10 ** (2 + 0.4 * job + rng.normal(0, 0.2, n))) * S
+                     ).astype(np.int64),
+        "collection_logical_name": [f"job{j}" for j in job],
+        "cpu_request": rng.choice([0.5, 1.0], n)})
+    examples, _ = make_uptime_examples(frame)
+    model = UptimeLifetimeModel(num_trees=30, num_leaves=16, learning_rate=0.3,
+                                early_stopping_rounds=0, uptime_max_bin=32, num_threads=1,
+                                features=["collection_logical_name", "cpu_request"]).fit(
+        examples)
+    return model, model.encode(frame)
+
+
+def test_interval_uptimes_fall_in_their_intervals(small_model):
+    model, _ = small_model
+    thresholds = model.uptime_thresholds()
+    assert len(thresholds) > 5
+    uptime_s = interval_uptimes_s(thresholds)
+    assert len(uptime_s) == len(thresholds) + 1 and uptime_s[0] == 0
+    found = ~np.isnan(uptime_s)
+    np.testing.assert_array_equal(
+        np.searchsorted(thresholds, log10_uptime(uptime_s[found]), side="left"),
+        np.flatnonzero(found))
+    np.testing.assert_array_equal(interval_uptimes_s(np.empty(0)), [0.0])
+
+
+@pytest.mark.parametrize("prefetch_rows", [1, 8, 200])
+def test_cache_with_prefetching_is_exact_in_small_batches(small_model, prefetch_rows):
+    model, features = small_model
+    cache = RemainingLifetimeCache(model, features, prefetch_rows=prefetch_rows)
+    rng = np.random.default_rng(prefetch_rows)
+    thresholds = model.uptime_thresholds()
+    # Uptimes on both sides of every threshold, at 0 and at random.
+    edges = np.power(10.0, thresholds) - 1.0
+    special = np.concatenate([[0.0], edges, np.nextafter(edges, np.inf),
+                              np.nextafter(edges, -np.inf)])
+    special = special[special >= 0]
+    for _ in range(300):
+        size = int(rng.integers(1, 12))
+        rows = rng.integers(0, len(features), size)
+        uptime_s = np.where(rng.random(size) < 0.5, rng.choice(special, size),
+                            10 ** rng.uniform(0, 6, size))
+        np.testing.assert_array_equal(cache.predict_remaining_s(rows, uptime_s),
+                                      model.predict_remaining(features[rows], uptime_s))
+    np.testing.assert_array_equal(cache.predict_remaining_s(np.arange(5), 100.0),
+                                  model.predict_remaining(features[:5], 100.0))
