@@ -78,6 +78,11 @@ class LifetimeSpec:
     def label(self) -> str:
         return f"noisy_oracle_{self.accuracy:g}" if self.kind == "noisy_oracle" else self.kind
 
+    @property
+    def uses_model(self) -> bool:
+        """True for the trained models' sources, which need the instance rows."""
+        return self.kind in ("uptime_model", "one_shot_model")
+
     @classmethod
     def of(cls, message) -> "LifetimeSpec":
         which = message.WhichOneof("source")
@@ -265,9 +270,12 @@ def prepare_pool(element, config, keep_instances: bool):
 
 
 def fan_out(pool_input: PoolInput, specs: Sequence[ReplaySpec]):
-    """One ((pool, replay index), (PoolInput, ReplaySpec)) element per replay."""
+    """One ((pool, replay index), (PoolInput, ReplaySpec)) element per replay. Only model
+    replays carry the instance rows: every element becomes its own copy downstream."""
+    without_rows = dataclasses.replace(pool_input, instances=None)
     for i, spec in enumerate(specs):
-        yield (pool_input.pool, i), (pool_input, spec)
+        yield (pool_input.pool, i), (pool_input if spec.lifetimes.uses_model else without_rows,
+                                     spec)
 
 
 def model_path(model_tables: Sequence[pa.Table], name: str) -> str:
@@ -401,7 +409,7 @@ class PlacementStage(beam.PTransform):
     def expand(self, tables):
         config = self._config
         specs = replay_specs(config)
-        uses_model = any(s.lifetimes.kind in ("uptime_model", "one_shot_model") for s in specs)
+        uses_model = any(s.lifetimes.uses_model for s in specs)
         if uses_model and "lifetime_models" not in tables:
             raise ValueError("placement: a model lifetime source needs the lifetime stage")
         by_pool = {name: tables[name] | f"KeyByPool{name}" >> beam.FlatMap(split_by_pool)

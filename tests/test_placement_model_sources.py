@@ -178,14 +178,22 @@ def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
     np.testing.assert_allclose(row["empty_hosts_pct"], result.summary["empty_hosts_pct"])
     np.testing.assert_allclose(row["packing_density_pct"],
                                result.summary["packing_density_pct"])
-    repredicted = [(vms, uptime_s, got) for vms, uptime_s, got in source.calls
-                   if np.any(uptime_s > 0)]
-    assert len(repredicted) > 10
-    for vms, uptime_s, got in repredicted:
+    # Every arrival at uptime 0 (the replay starts empty: no warm-up), then one batch per
+    # refresh before a decision.
+    arrivals, arrival_uptimes_s, _ = source.calls[0]
+    assert len(arrivals) == len(trace) and np.all(arrival_uptimes_s == 0)
+    assert len(source.calls) == 1 + result.summary["prediction_batches"]
+    implied_lifetimes_s = {}
+    for vms, uptime_s, got in source.calls:
         np.testing.assert_array_equal(got, model.predict_remaining(features[vms], uptime_s))
-        # Uptimes are the VMs' own: now - arrival, the same now for the whole batch.
+        for vm, lifetime_s in zip(vms.tolist(), (got + uptime_s).tolist()):
+            implied_lifetimes_s.setdefault(vm, set()).add(lifetime_s)
+    for vms, uptime_s, _ in source.calls[1:]:
+        # A refresh's uptimes are the VMs' own at one time: now - arrival.
         now_s = uptime_s + trace.arrival_us[vms] / S
         np.testing.assert_allclose(now_s, now_s[0], rtol=0, atol=1e-6)
+    # Repredicting from the uptime changes what the model says about a VM's lifetime.
+    assert sum(len(lifetimes) > 1 for lifetimes in implied_lifetimes_s.values()) > 50
 
 
 def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):
