@@ -1,7 +1,9 @@
 """The overcommit stage: peak oracle and peak predictors per machine (paper 004 §3-5).
 
-    usage ─ FilterUsage ─ SelectMetric ─ ResetAndShift ─ ScheduleOnMachines ─┐
+    usage ─ filter ─ metric ─ reset_and_shift ─ scheduler ──────────────────────┐
             (or a loaded filtered_usage)            (or a loaded scheduled_usage)
+            one ParDo per run of per-table steps (RunSteps); only a filtered_usage copy
+            and a reset to time zero (grouped by instance) split the chain
     ┌───────────────────────────────────────────────────────────────────────────┘
     └─ RunFortuneTellers: GroupByKey per machine, one MachineSamples per machine, every teller
          ├─ overcommit_timeseries, overcommit_machine_metrics
@@ -33,6 +35,7 @@ their reason):
 - A machine with a single task is a machine like any other.
 """
 
+import functools
 import hashlib
 import json
 from typing import Dict, List, NamedTuple, Sequence, Tuple
@@ -140,6 +143,20 @@ def filter_mask(usage: pa.Table, config) -> np.ndarray:
     return keep
 
 
+def filter_columns(config) -> List[str]:
+    """The usage columns `filter_mask` reads under the Filter config."""
+    columns = ["start_time"]
+    if config.top_level_only:
+        columns.append("alloc_collection_id")
+    for name, bounds in (("priority", config.priority_range),
+                         ("scheduling_class", config.scheduling_class_range)):
+        if bounds.HasField("lower_bound") or bounds.HasField("upper_bound"):
+            columns.append(name)
+    if config.machine_id:
+        columns.append("machine_id")
+    return columns
+
+
 def filter_tagged(usage: pa.Table, config):
     """(tag, value) pairs: the kept rows and the filter's counts."""
     keep = filter_mask(usage, config)
@@ -147,19 +164,6 @@ def filter_tagged(usage: pa.Table, config):
     yield step_counts("filter", usage.num_rows, kept, filtered=usage.num_rows - kept)
     if kept:
         yield ROWS, usage if kept == usage.num_rows else usage.filter(pa.array(keep))
-
-
-class FilterUsage(beam.PTransform):
-    """usage tables → {rows, counts}: the windows the Filter config keeps."""
-
-    def __init__(self, config):
-        super().__init__()
-        self._config = config
-
-    def expand(self, usage):
-        return (usage
-                | "Filter" >> beam.FlatMap(filter_tagged, self._config)
-                | "Split" >> SplitByTag((ROWS, COUNTS)))
 
 
 # --- Metric -----------------------------------------------------------------------------------
@@ -179,6 +183,18 @@ def list_element(column, index: int) -> Tuple[np.ndarray, np.ndarray]:
     values = np.full(len(lists), np.nan)
     values[present] = flat[offsets[:-1][present] + index]
     return values, present
+
+
+def metric_columns(config) -> List[str]:
+    """The usage columns `metric_values` reads: the metric's and its limit's."""
+    which = config.WhichOneof("metric")
+    if which == "cpu_percentile":
+        value = ("tail_cpu_usage_distribution"
+                 if config.cpu_percentile in schemas.TAIL_CPU_DISTRIBUTION_PERCENTILES
+                 else "cpu_usage_distribution")
+    else:
+        value = which
+    return [value, "memory_limit" if "memory" in which else "cpu_limit"]
 
 
 def _column_values(table: pa.Table, name: str) -> Tuple[np.ndarray, np.ndarray]:
@@ -235,20 +251,6 @@ def metric_tagged(usage: pa.Table, config, step_us: int):
             "usage": pa.array(values[keep], pa.float64()),
             "limit": pa.array(limit[keep], pa.float64()),
         }, schema=SAMPLES)
-
-
-class SelectMetric(beam.PTransform):
-    """usage tables → {rows (SAMPLES), dead_letters, counts}."""
-
-    def __init__(self, config):
-        super().__init__()
-        self._config = config
-
-    def expand(self, usage):
-        step_us = self._config.step_s * US_PER_S
-        return (usage
-                | "Select" >> beam.FlatMap(metric_tagged, self._config, step_us)
-                | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))
 
 
 # --- Reset and shift --------------------------------------------------------------------------
@@ -308,8 +310,9 @@ def _reset_shard(element, config, step_us: int):
     return reset_and_shift(sharding.concat(tables, SAMPLES), config, step_us)
 
 
-class ResetAndShift(beam.PTransform):
-    """SAMPLES tables → SAMPLES tables moved in time per instance (deterministically)."""
+class ResetToZeroAndShift(beam.PTransform):
+    """SAMPLES tables → SAMPLES tables with each instance's times reset to start at 0 and
+    shifted (deterministically). A shift alone is a per-table step (`shift_tagged`)."""
 
     def __init__(self, config, step_us: int):
         super().__init__()
@@ -318,8 +321,6 @@ class ResetAndShift(beam.PTransform):
 
     def expand(self, samples):
         config, step_us = self._config, self._step_us
-        if not config.reset_time_to_zero:
-            return samples | "Shift" >> beam.Map(reset_and_shift, config, step_us)
         # An instance's first time needs all of its samples: regroup them by instance shard.
         return (samples
                 | "ShardByInstance" >> beam.FlatMap(_split_by_instance, config.num_shards)
@@ -352,16 +353,46 @@ def schedule_tagged(samples: pa.Table, config):
         yield ROWS, placed.cast(schemas.OVERCOMMIT_SCHEDULED_USAGE)
 
 
-class ScheduleOnMachines(beam.PTransform):
-    """SAMPLES tables → {rows (OVERCOMMIT_SCHEDULED_USAGE), dead_letters, counts}."""
+# --- Per-table steps in one ParDo ------------------------------------------------------------
 
-    def __init__(self, config):
+def shift_tagged(samples: pa.Table, config, step_us: int):
+    """(ROWS, samples moved in time): reset_and_shift as a step of a chain."""
+    yield ROWS, reset_and_shift(samples, config, step_us)
+
+
+def chain_tagged(table: pa.Table, steps):
+    """(tag, value) pairs of per-table steps run one after another: the ROWS a step yields
+    feed the next step, its other pairs (dead letters, counts) pass through; the last step's
+    ROWS are the chain's."""
+    tables = [table]
+    for step in steps:
+        produced = []
+        for rows in tables:
+            for tag, value in step(rows):
+                if tag == ROWS:
+                    produced.append(value)
+                else:
+                    yield tag, value
+        tables = produced
+    for rows in tables:
+        yield ROWS, rows
+
+
+class RunSteps(beam.PTransform):
+    """Arrow tables → {rows, dead_letters, counts}: a chain of per-table steps (functions
+    table → (tag, value) pairs) in a single ParDo.
+
+    The steps need no grouping, and on the DirectRunner every Beam step costs ~20 ms per
+    run whatever it does, so filter, metric, shift and scheduler run as one.
+    """
+
+    def __init__(self, steps):
         super().__init__()
-        self._config = config
+        self._steps = list(steps)
 
-    def expand(self, samples):
-        return (samples
-                | "Schedule" >> beam.FlatMap(schedule_tagged, self._config)
+    def expand(self, tables):
+        return (tables
+                | "Steps" >> beam.FlatMap(chain_tagged, self._steps)
                 | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))
 
 
@@ -615,18 +646,27 @@ def cell_metrics_table(element, oracle_name: str) -> pa.Table:
     }, schema=schemas.OVERCOMMIT_CELL_METRICS)
 
 
+MACHINES = "machines"
+
+
 def _machine_metric_values(table: pa.Table):
-    """(predictor, (violation_rate, violation_severity, savings_ratio)) per row."""
+    """(predictor, (MACHINES, (violation_rate, violation_severity, savings_ratio))) per row."""
     columns = [table.column(c).to_pylist() for c in ("predictor",) + MACHINE_METRIC_NAMES]
     for name, *values in zip(*columns):
-        yield name, tuple(values)
+        yield name, (MACHINES, tuple(values))
+
+
+def _keyed_cell_table(table: pa.Table):
+    return table.column("predictor")[0].as_py(), (CELL, table)
 
 
 def summary_table(element, oracle_name: str) -> pa.Table:
-    """(predictor, {"machines": [metric triples], "cell": [cell table]}) → summary rows."""
-    name, grouped = element
-    per_machine = np.array(list(grouped["machines"]), dtype=np.float64).reshape(-1, 3)
-    cell = list(grouped["cell"])
+    """(predictor, [(MACHINES, metric triple) or (CELL, cell table)]) → summary rows."""
+    name, values = element
+    values = list(values)
+    per_machine = np.array([v for kind, v in values if kind == MACHINES],
+                           dtype=np.float64).reshape(-1, 3)
+    cell = [v for kind, v in values if kind == CELL]
     cell_savings = (np.concatenate([t.column("savings_ratio").to_numpy() for t in cell])
                     if cell else np.zeros(0))
     series = dict(zip(MACHINE_METRIC_NAMES, per_machine.T))
@@ -655,34 +695,60 @@ class OvercommitStage(beam.PTransform):
         super().__init__()
         self._config = config
 
+    @staticmethod
+    def usage_columns(config) -> List[str]:
+        """The columns of `usage` the stage reads, in USAGE order: the window's identity and
+        what the filter and the metric use (all of them when filtered_usage is written, a
+        copy of whole rows)."""
+        if config.filtered_usage.HasField("output"):
+            return schemas.USAGE.names
+        used = {"machine_id", "instance_id", "start_time", *filter_columns(config.filter),
+                *metric_columns(config.metric)}
+        return [name for name in schemas.USAGE.names if name in used]
+
     def _scheduled_samples(self, tables, dead_letters: list, counts: list):
+        """The OVERCOMMIT_SCHEDULED_USAGE tables: filter, metric, reset_and_shift and
+        scheduler in paper 004's order, as few Beam steps as the LoadOrWrite copies and a
+        reset to time zero (which groups by instance) allow."""
         config = self._config
         pipeline = tables["usage"].pipeline
         if config.scheduled_usage.HasField("input"):
             return pipeline | "LoadScheduledUsage" >> ReadTable(
                 config.scheduled_usage.input, schemas.OVERCOMMIT_SCHEDULED_USAGE)
+        step_us = config.metric.step_s * US_PER_S
+
+        def run_steps(label, rows, steps):
+            results = rows | label >> RunSteps(steps)
+            dead_letters.append(results[DEAD_LETTERS])
+            counts.append(results[COUNTS])
+            return results[ROWS]
+
         if config.filtered_usage.HasField("input"):
-            usage = pipeline | "LoadFilteredUsage" >> ReadTable(config.filtered_usage.input,
-                                                                 schemas.USAGE)
+            rows = pipeline | "LoadFilteredUsage" >> ReadTable(config.filtered_usage.input,
+                                                                schemas.USAGE)
+            steps = []
         else:
-            filtered = tables["usage"] | "FilterUsage" >> FilterUsage(config.filter)
-            usage = filtered[ROWS]
-            counts.append(filtered[COUNTS])
+            rows, steps = tables["usage"], [functools.partial(filter_tagged,
+                                                               config=config.filter)]
             if config.filtered_usage.HasField("output"):
-                _ = usage | "CopyFilteredUsage" >> WriteTable.to_location(
+                rows = run_steps("FilterUsage", rows, steps)
+                _ = rows | "CopyFilteredUsage" >> WriteTable.to_location(
                     config.filtered_usage.output, schemas.USAGE)
-        selected = usage | "SelectMetric" >> SelectMetric(config.metric)
-        samples = selected[ROWS]
-        if config.HasField("reset_and_shift"):
-            samples = samples | "ResetAndShift" >> ResetAndShift(
-                config.reset_and_shift, config.metric.step_s * US_PER_S)
-        scheduled = samples | "ScheduleOnMachines" >> ScheduleOnMachines(config.scheduler)
-        dead_letters += [selected[DEAD_LETTERS], scheduled[DEAD_LETTERS]]
-        counts += [selected[COUNTS], scheduled[COUNTS]]
+                steps = []
+        steps.append(functools.partial(metric_tagged, config=config.metric, step_us=step_us))
+        reset = config.reset_and_shift
+        if config.HasField("reset_and_shift") and reset.reset_time_to_zero:
+            rows = (run_steps("SelectMetric", rows, steps)
+                    | "ResetAndShift" >> ResetToZeroAndShift(reset, step_us))
+            steps = []
+        elif config.HasField("reset_and_shift"):
+            steps.append(functools.partial(shift_tagged, config=reset, step_us=step_us))
+        steps.append(functools.partial(schedule_tagged, config=config.scheduler))
+        scheduled = run_steps("PrepareSamples", rows, steps)
         if config.scheduled_usage.HasField("output"):
-            _ = scheduled[ROWS] | "CopyScheduledUsage" >> WriteTable.to_location(
+            _ = scheduled | "CopyScheduledUsage" >> WriteTable.to_location(
                 config.scheduled_usage.output, schemas.OVERCOMMIT_SCHEDULED_USAGE)
-        return scheduled[ROWS]
+        return scheduled
 
     def expand(self, tables):
         config = self._config
@@ -697,11 +763,10 @@ class OvercommitStage(beam.PTransform):
                 | "CellSums" >> beam.CombinePerKey(MergeCellSums())
                 | "CellMetrics" >> beam.Map(cell_metrics_table, oracle_name))
         summary = (
-            {"machines": results[MACHINE_METRICS]
-                 | "MetricValues" >> beam.FlatMap(_machine_metric_values),
-             "cell": cell | "KeyCellByPredictor" >> beam.Map(
-                 lambda t: (t.column("predictor")[0].as_py(), t))}
-            | "GroupByPredictor" >> beam.CoGroupByKey()
+            (results[MACHINE_METRICS] | "MetricValues" >> beam.FlatMap(_machine_metric_values),
+             cell | "KeyCellByPredictor" >> beam.Map(_keyed_cell_table))
+            | "FlattenSummaryInputs" >> beam.Flatten()
+            | "GroupByPredictor" >> beam.GroupByKey()
             | "Summarize" >> beam.Map(summary_table, oracle_name))
         return {
             TIMESERIES: results[TIMESERIES],

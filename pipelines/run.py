@@ -69,7 +69,11 @@ def synthetic_as_google_v3(config, work_dir: str) -> fleetcast_pb2.GoogleV3Sourc
 
 class ReadCanonicalTables(beam.PTransform):
     """RunConfig → {machines, instances, usage, dead_letters, source_counts} PCollections of
-    Arrow tables, from the configured source or from loaded intermediate tables."""
+    Arrow tables, from the configured source or from loaded intermediate tables.
+
+    Without a source, a table the run does not load is an empty PCollection (see
+    `absent_tables`).
+    """
 
     def __init__(self, config, work_dir: str):
         super().__init__()
@@ -92,19 +96,25 @@ class ReadCanonicalTables(beam.PTransform):
     def expand(self, pbegin):
         source = self._source()
         read = pbegin | "ReadSource" >> source if source else {}
-        # One empty PCollection stands for every table the run neither reads nor loads.
-        empty = pbegin | "NoTable" >> beam.Create([])
+        empty = []
+
+        def table(name):
+            if name in read:
+                return read[name]
+            # One empty PCollection stands for every table the run neither reads nor loads.
+            if not empty:
+                empty.append(pbegin | "NoTable" >> beam.Create([]))
+            return empty[0]
+
         tables = {}
         for name in schemas.CANONICAL:
             load = getattr(self._config, name)
-            if load.HasField("input"):
-                tables[name] = pbegin | f"Load{name}" >> sinks.ReadTable(
-                    load.input, schemas.CANONICAL[name])
-            else:
-                tables[name] = read.get(name, empty)
-        tables["dead_letters"] = read.get("dead_letters", empty)
-        tables["source_counts"] = (read.get("counts", empty)
-                                   | "SourceCounts" >> SummarizeCounts())
+            tables[name] = (pbegin | f"Load{name}" >> sinks.ReadTable(
+                load.input, schemas.CANONICAL[name], loaded_columns(self._config, name))
+                            if load.HasField("input") else table(name))
+        tables["dead_letters"] = table("dead_letters")
+        tables["source_counts"] = (read["counts"] | "SourceCounts" >> SummarizeCounts()
+                                   if source else table("counts"))
         return tables
 
 
@@ -146,11 +156,36 @@ def loaded_tables(config):
     return {name for name in schemas.CANONICAL if getattr(config, name).HasField("input")}
 
 
+def loaded_columns(config, name: str):
+    """The columns of a loaded canonical table the run reads (None: all of them).
+
+    Only the overcommit stage reads usage, the widest table (two distribution lists per
+    window), so a loaded usage table that no copy writes back is read with the columns that
+    stage uses; its dead letters then carry those columns of a rejected window.
+    """
+    if name != "usage" or getattr(config, name).HasField("output"):
+        return None
+    if not config.fortune_teller:
+        return None
+    from pipelines.overcommit import OvercommitStage
+    return OvercommitStage.usage_columns(config)
+
+
+def absent_tables(config):
+    """Names of the tables a run without a source has no rows for: the canonical tables it
+    does not load, and the per-source counts."""
+    if config.WhichOneof("source"):
+        return set()
+    return {name for name in schemas.CANONICAL if name not in loaded_tables(config)} | {
+        "source_counts"}
+
+
 def build(pipeline: beam.Pipeline, config, output: OutputSpec,
           work_dir: str) -> Dict[str, beam.PCollection]:
     """Adds the whole run to `pipeline`; returns the PCollections it writes, by table name.
 
-    Loaded canonical tables feed the stages but are not written again.
+    Loaded canonical tables feed the stages but are not written again; tables a run without
+    a source has no rows for (`absent_tables`) are not written either.
     """
     coders.register()
     outputs = dict(pipeline | "Canonical" >> ReadCanonicalTables(config, work_dir))
@@ -164,9 +199,12 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
         add_stage_outputs(outputs, dict(outputs) | label >> stage, label)
     # A loaded table is stored at its input location already; writing it again would be a
     # pure copy.
-    written_tables = {name: tables for name, tables in outputs.items() if name not in loaded}
+    absent = absent_tables(config)
+    written_tables = {name: tables for name, tables in outputs.items()
+                      if name not in loaded | absent}
     if output.parquet_dir is not None:
-        for name in written_tables:
+        # An absent table's directory is cleared too: an earlier run's rows are not this run's.
+        for name in written_tables.keys() | absent:
             sinks.clear_dir(FileSystems.join(output.parquet_dir, name))
     _ = written_tables | "WriteTables" >> output.sink()
     # One final step downstream of every Parquet sink in the pipeline (stages' extra copies

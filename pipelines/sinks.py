@@ -91,9 +91,13 @@ class _WriteShard(beam.DoFn):
     """((table name, shard), tables) → one Parquet file (an empty one for a shard with no
     tables).
 
-    Tables stream into the file one by one, so a shard need not fit in memory. The file is
-    written under a temporary name and renamed, so a retried shard replaces, never mixes.
+    Tables stream into the file, gathered into row groups of about ROW_GROUP_ROWS rows (a
+    row group per small table would make the file slow to write and to read), so a shard
+    need not fit in memory. The file is written under a temporary name and renamed, so a
+    retried shard replaces, never mixes.
     """
+
+    ROW_GROUP_ROWS = 1 << 20
 
     def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int):
         self._targets = targets
@@ -108,29 +112,39 @@ class _WriteShard(beam.DoFn):
         with FileSystems.create(temporary) as handle:
             with pq.ParquetWriter(pa.PythonFile(handle, mode="w"), target.schema,
                                   compression="snappy") as writer:
+                pending, pending_rows = [], 0
                 for table in tables:
-                    if table is not None:
-                        writer.write_table(table)
-                        rows += table.num_rows
+                    if table is None or not table.num_rows:
+                        continue
+                    pending.append(table)
+                    pending_rows += table.num_rows
+                    if pending_rows >= self.ROW_GROUP_ROWS:
+                        writer.write_table(pa.concat_tables(pending))
+                        rows += pending_rows
+                        pending, pending_rows = [], 0
+                if pending:
+                    writer.write_table(pa.concat_tables(pending))
+                    rows += pending_rows
         if FileSystems.exists(path):
             FileSystems.delete([path])
         FileSystems.rename([temporary], [path])
         yield path, rows
 
 
-def _conform_and_shard(element, targets: Dict[str, ParquetTarget], num_shards: int):
-    name, table = element
-    table = conform(table, targets[name].schema)
+def _conform_and_shard(table: pa.Table, name: str, schema: pa.Schema, num_shards: int):
+    table = conform(table, schema)
     return (name, shard_of_table(table, num_shards)), table
 
 
 class WriteParquetShards(beam.PTransform):
-    """PCollection[(table name, pa.Table)] → `num_shards` Parquet files per table in its
+    """{table name: PCollection[pa.Table]} → `num_shards` Parquet files per table in its
     target directory; outputs (file path, rows) per file.
 
     Every table of a run goes through one of these, so writing N tables costs one
     GroupByKey and a handful of steps rather than N copies of them (Beam's per-step costs
-    dominate small runs).
+    dominate small runs). Each table is conformed and keyed by shard where it is produced:
+    a Flatten materialises its inputs on the portable runners, so the tables cross it once,
+    already keyed, on their way to the GroupByKey.
     """
 
     def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int):
@@ -138,17 +152,20 @@ class WriteParquetShards(beam.PTransform):
         self._targets = dict(targets)
         self._num_shards = num_shards
 
-    def expand(self, named_tables):
+    def expand(self, tables_by_name):
         targets, n = self._targets, self._num_shards
-        keyed = named_tables | "ConformAndShard" >> beam.Map(_conform_and_shard, targets, n)
+        keyed = [tables | f"Shard{name}" >> beam.Map(_conform_and_shard, name,
+                                                       targets[name].schema, n)
+                 for name, tables in tables_by_name.items()]
         # Every shard gets a file, so an empty table still has its schema on disk.
         # From one created element (the DaskRunner translates Create, not Impulse).
-        every_shard = (named_tables.pipeline
+        pipeline = next(iter(tables_by_name.values())).pipeline
+        every_shard = (pipeline
                        | "Start" >> beam.Create([None])
                        | "EveryShard" >> beam.FlatMap(
                            lambda _: [((name, i), None) for name in sorted(targets)
                                       for i in range(n)]))
-        return ((keyed, every_shard)
+        return ((*keyed, every_shard)
                 | "Flatten" >> beam.Flatten()
                 | "GroupByShard" >> beam.GroupByKey()
                 | "WriteShards" >> beam.ParDo(_WriteShard(targets, n)))
@@ -188,11 +205,8 @@ class WriteTable(beam.PTransform):
 
     def expand(self, tables):
         if self.parquet_dir is not None:
-            return (tables
-                    | "Name" >> beam.Map(lambda table: ("table", table))
-                    | "WriteParquet" >> WriteParquetShards(
-                        {"table": ParquetTarget(self.schema, self.parquet_dir)},
-                        self.num_shards))
+            return {"table": tables} | "WriteParquet" >> WriteParquetShards(
+                {"table": ParquetTarget(self.schema, self.parquet_dir)}, self.num_shards)
         return (
             tables
             | "Rows" >> beam.FlatMap(_bigquery_table_rows, self.schema)
@@ -224,44 +238,52 @@ class WriteTables(beam.PTransform):
         targets = {name: ParquetTarget(schemas.TABLES[name],
                                        FileSystems.join(self.parquet_dir, name))
                    for name in tables_by_name}
-        named = [tables | f"Name{name}" >> beam.Map(lambda table, n: (n, table), name)
-                 for name, tables in tables_by_name.items()]
-        return (named
-                | "AllTables" >> beam.Flatten()
-                | "WriteParquet" >> WriteParquetShards(targets, self.num_shards))
+        return tables_by_name | "WriteParquet" >> WriteParquetShards(targets, self.num_shards)
 
 
-def _parquet_batches(readable_file, batch_rows: int = 65_536):
+def _parquet_batches(readable_file, schema: pa.Schema, batch_rows: int = 65_536):
+    """The rows of one Parquet file as tables of `schema` (only its columns are read)."""
     with readable_file.open() as handle:
-        for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_rows):
+        parquet = pq.ParquetFile(handle)
+        missing = [name for name in schema.names if name not in parquet.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{readable_file.metadata.path} lacks columns {missing} of its "
+                             f"declared schema")
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=schema.names):
             if batch.num_rows:
-                yield pa.Table.from_batches([batch])
+                yield conform(pa.Table.from_batches([batch]), schema)
 
 
 class ReadTable(beam.PTransform):
-    """A table written by WriteTable (Parquet dir or BigQuery table) → PCollection[pa.Table]."""
+    """A table written by WriteTable (Parquet dir or BigQuery table) → PCollection[pa.Table].
 
-    def __init__(self, location, schema: pa.Schema):
+    Args:
+      location: a DataLocation.
+      schema: the table's declared schema; every element is conformed to it.
+      columns: read only these columns of `schema` (all when None): Parquet reads nothing
+        else from disk.
+    """
+
+    def __init__(self, location, schema: pa.Schema, columns=None):
         super().__init__()
         self._location = location
-        self._schema = schema
+        self._schema = (schema if columns is None
+                        else pa.schema([schema.field(name) for name in columns]))
 
     def expand(self, pbegin):
         if self._location.WhichOneof("location") == "parquet":
             # fileio + pyarrow rather than ReadFromParquetBatched, which the DaskRunner does
             # not translate (it would read nothing).
-            tables = (
+            return (
                 pbegin
                 | "Match" >> fileio.MatchFiles(FileSystems.join(self._location.parquet,
                                                                 "*.parquet"),
                                                empty_match_treatment="DISALLOW")
                 | "Open" >> fileio.ReadMatches()
                 | "Spread" >> beam.Reshuffle()
-                | "ReadParquet" >> beam.FlatMap(_parquet_batches))
-        else:
-            tables = (
-                pbegin
-                | "ReadBigQuery" >> beam.io.ReadFromBigQuery(table=self._location.bigquery_table)
-                | "Batch" >> beam.BatchElements(min_batch_size=1000, max_batch_size=50_000)
-                | "ToArrow" >> beam.Map(pa.Table.from_pylist, schema=self._schema))
-        return tables | "Conform" >> beam.Map(conform, self._schema)
+                | "ReadParquet" >> beam.FlatMap(_parquet_batches, self._schema))
+        return (
+            pbegin
+            | "ReadBigQuery" >> beam.io.ReadFromBigQuery(table=self._location.bigquery_table)
+            | "Batch" >> beam.BatchElements(min_batch_size=1000, max_batch_size=50_000)
+            | "ToArrow" >> beam.Map(pa.Table.from_pylist, schema=self._schema))

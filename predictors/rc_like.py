@@ -23,6 +23,10 @@ class RcLikePredictor(PercentileHistoryPredictor):
     Args: those of PercentileHistoryPredictor.
     """
 
+    # Partial windows are sorted in batches of this many consecutive lengths (padding
+    # costs less than one sort per length).
+    PARTIAL_BATCH_WIDTH = 32
+
     def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
         usage = samples.capped_usage if self.cap_to_limit else samples.usage
         order = samples.task_order
@@ -33,18 +37,25 @@ class RcLikePredictor(PercentileHistoryPredictor):
         full = warm & (window == self.num_history_samples)
         if full.any():
             per_task[full] = self._full_window_percentile(ratio)[full]
-        # Warm samples early in their run: windows shorter than the history, one batch of
-        # equal-length windows at a time.
+        # Warm samples early in their run have windows shorter than the history: sorted in
+        # batches of similar length, each window padded to its batch's width with +inf
+        # (sorted last, so the first `count` sorted values are the window's).
         partial = np.flatnonzero(warm & ~full)
         partial = partial[np.argsort(window[partial], kind="stable")]
         lower, upper, gamma = percentile_ranks(self.percentile,
                                                np.arange(1, self.num_history_samples + 1))
-        for at in np.split(partial, np.flatnonzero(np.diff(window[partial])) + 1):
+        batch = (window[partial] - 1) // self.PARTIAL_BATCH_WIDTH
+        for at in np.split(partial, np.flatnonzero(np.diff(batch)) + 1):
             if len(at) == 0:
                 continue
-            count = window[at[0]]
-            rows = np.sort(ratio[at[:, None] + np.arange(1 - count, 1)[None, :]], axis=1)
-            per_task[at] = lerp(rows[:, lower[count - 1]], rows[:, upper[count - 1]],
+            count = window[at]
+            width = int(count[-1])
+            lag = np.arange(width - 1, -1, -1)
+            rows = np.where(lag[None, :] < count[:, None],
+                            ratio[np.maximum(at[:, None] - lag[None, :], 0)], np.inf)
+            rows.sort(axis=1)
+            index = np.arange(len(at))
+            per_task[at] = lerp(rows[index, lower[count - 1]], rows[index, upper[count - 1]],
                                 gamma[count - 1])
         contribution = np.empty(len(order))
         contribution[order] = per_task * samples.limit[order]

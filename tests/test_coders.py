@@ -47,6 +47,38 @@ def test_tables_round_trip_as_ipc_streams_and_everything_else_as_before():
     assert coder.encode("text") == beam_coders.FastPrimitivesCoder().encode("text")
 
 
+def test_large_tables_travel_compressed_and_round_trip_exactly():
+    coder = coders.ArrowAwareCoder()
+    rows = coders.COMPRESS_MIN_BYTES // 8
+    repetitive = pa.table({"time": np.tile(np.arange(1000, dtype=np.int64), rows // 1000 + 1)})
+    noise = pa.table({"usage": np.random.default_rng(0).random(rows)})
+    assert repetitive.nbytes >= coders.COMPRESS_MIN_BYTES
+    encoded = coder.encode(("timeseries", repetitive))
+    assert len(encoded) < repetitive.nbytes / 10
+    assert coder.decode(encoded)[1].equals(repetitive)
+    assert coder.decode(coder.encode(noise)).equals(noise)
+    # Small tables are not compressed: their IPC body holds the raw values.
+    small = _table(100)
+    assert np.arange(100, dtype=np.int64).tobytes() in coder.encode(small)
+
+
+def test_a_decoded_table_re_encodes_to_its_bytes_until_it_is_freed():
+    import gc
+
+    coder = coders.ArrowAwareCoder()
+    encoded = coder.encode(_table(1000))
+    decoded = coder.decode(encoded)
+    # A GroupByKey decodes its input and encodes the groups again: no second encoding.
+    assert coder.encode(decoded) == encoded
+    assert coder.encode(decoded.slice(0, 10)) != encoded
+    assert coder.decode(coder.encode(decoded.slice(0, 10))).equals(_table(1000).slice(0, 10))
+    key = id(decoded)
+    assert key in coders._ENCODED_BY_ID
+    del decoded
+    gc.collect()
+    assert key not in coders._ENCODED_BY_ID
+
+
 def test_register_makes_it_the_coder_of_undeclared_types_once():
     coders.register()
     coders.register()

@@ -71,6 +71,24 @@ def test_parquet_sink_conforms_tables_to_the_declared_schema(tmp_path):
                                     "rejected": 1}]
 
 
+def test_parquet_shards_gather_small_tables_into_row_groups(tmp_path, monkeypatch):
+    monkeypatch.setattr(sinks._WriteShard, "ROW_GROUP_ROWS", 5)
+    tables = [pa.table({"source": ["s"] * n, "table": [f"t{n}"] * n, "read": list(range(n)),
+                        "kept": [0] * n, "rejected": [0] * n}) for n in (2, 2, 3, 1, 0, 4)]
+    with beam.Pipeline() as pipeline:
+        _ = (pipeline | beam.Create(tables)
+             | sinks.WriteTable(schemas.SOURCE_COUNTS, parquet_dir=str(tmp_path / "counts"),
+                                num_shards=1))
+    (path,) = (tmp_path / "counts").glob("*.parquet")
+    written = pq.ParquetFile(path)
+    # 12 rows: row groups close once they hold >= 5 rows, the rest makes the last one.
+    groups = [written.metadata.row_group(i).num_rows
+              for i in range(written.metadata.num_row_groups)]
+    assert sum(groups) == 12 and all(n >= 5 for n in groups[:-1]) and len(groups) <= 3
+    assert sorted(map(repr, written.read().to_pylist())) == sorted(
+        repr(row) for t in tables for row in t.to_pylist())
+
+
 def test_conform_names_missing_columns():
     with pytest.raises(ValueError, match=r"lacks columns \['reason', 'raw'\]"):
         sinks.conform(pa.table({"source": ["s"], "table": ["t"]}), schemas.DEAD_LETTERS)
@@ -94,7 +112,13 @@ def test_load_or_write_round_trips_a_canonical_table(tmp_path):
         rows = (pipeline | sinks.ReadTable(location, schemas.USAGE)
                 | beam.FlatMap(lambda table: [repr(row) for row in table.to_pylist()]))
         assert_that(rows, equal_to(expected))
-    # A run that loads the table does not write it again (it is stored where it was read).
+    # A run that loads the table does not write it again (it is stored where it was read),
+    # and without a source it has no machines, instances or source counts to write: an
+    # earlier run's files there are removed, not left to pass for this run's.
+    stale = tmp_path / "second" / "instances"
+    stale.mkdir(parents=True)
+    (stale / "part-00000-of-00001.parquet").write_bytes(b"old")
     second = run_text_config(f'usage {{ input {{ parquet: "{copy}" }} }}', tmp_path / "second")
-    assert "usage" not in second and not (tmp_path / "second" / "usage").exists()
-    assert second["instances"].empty and second["dead_letters"].empty
+    for absent in ("usage", "machines", "instances", "source_counts"):
+        assert absent not in second and not (tmp_path / "second" / absent).exists()
+    assert second["dead_letters"].empty
