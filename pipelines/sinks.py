@@ -17,6 +17,7 @@ from typing import Dict, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
@@ -87,14 +88,48 @@ class ParquetTarget(NamedTuple):
     directory: str
 
 
+def row_groups(tables, min_rows: int):
+    """The rows of `tables` (None and empty tables skipped) concatenated into tables of at
+    least `min_rows` rows, but the last."""
+    pending, pending_rows = [], 0
+    for table in tables:
+        if table is None or not table.num_rows:
+            continue
+        pending.append(table)
+        pending_rows += table.num_rows
+        if pending_rows >= min_rows:
+            yield pa.concat_tables(pending)
+            pending, pending_rows = [], 0
+    if pending:
+        yield pa.concat_tables(pending)
+
+
+def repeating_columns(table: pa.Table, sample_rows: int = 1 << 16):
+    """Names of the flat columns worth a Parquet dictionary: those with at most one distinct
+    value in two among the first `sample_rows` rows. A dictionary of mostly unique values (a
+    usage, the measurements in a distribution list) costs writing time and file size, then
+    falls back anyway."""
+    sample = table.slice(0, sample_rows)
+    names = []
+    for name in sample.column_names:
+        column = sample.column(name)
+        if pa.types.is_nested(column.type):
+            continue
+        if (pa.types.is_null(column.type)
+                or pc.count_distinct(column).as_py() * 2 <= sample.num_rows):
+            names.append(name)
+    return names
+
+
 class _WriteShard(beam.DoFn):
     """((table name, shard), tables) → one Parquet file (an empty one for a shard with no
     tables).
 
     Tables stream into the file, gathered into row groups of about ROW_GROUP_ROWS rows (a
     row group per small table would make the file slow to write and to read), so a shard
-    need not fit in memory. The file is written under a temporary name and renamed, so a
-    retried shard replaces, never mixes.
+    need not fit in memory; the first row group decides which columns get a dictionary. The
+    file is written under a temporary name and renamed, so a retried shard replaces, never
+    mixes.
     """
 
     ROW_GROUP_ROWS = 1 << 20
@@ -110,21 +145,19 @@ class _WriteShard(beam.DoFn):
         temporary = f"{path}.tmp-{uuid.uuid4().hex}"
         rows = 0
         with FileSystems.create(temporary) as handle:
-            with pq.ParquetWriter(pa.PythonFile(handle, mode="w"), target.schema,
-                                  compression="snappy") as writer:
-                pending, pending_rows = [], 0
-                for table in tables:
-                    if table is None or not table.num_rows:
-                        continue
-                    pending.append(table)
-                    pending_rows += table.num_rows
-                    if pending_rows >= self.ROW_GROUP_ROWS:
-                        writer.write_table(pa.concat_tables(pending))
-                        rows += pending_rows
-                        pending, pending_rows = [], 0
-                if pending:
-                    writer.write_table(pa.concat_tables(pending))
-                    rows += pending_rows
+            sink, writer = pa.PythonFile(handle, mode="w"), None
+            try:
+                for group in row_groups(tables, self.ROW_GROUP_ROWS):
+                    if writer is None:
+                        writer = pq.ParquetWriter(sink, target.schema, compression="snappy",
+                                                  use_dictionary=repeating_columns(group))
+                    writer.write_table(group)
+                    rows += group.num_rows
+                if writer is None:
+                    writer = pq.ParquetWriter(sink, target.schema, compression="snappy")
+            finally:
+                if writer is not None:
+                    writer.close()
         if FileSystems.exists(path):
             FileSystems.delete([path])
         FileSystems.rename([temporary], [path])
@@ -241,8 +274,11 @@ class WriteTables(beam.PTransform):
         return tables_by_name | "WriteParquet" >> WriteParquetShards(targets, self.num_shards)
 
 
-def _parquet_batches(readable_file, schema: pa.Schema, batch_rows: int = 65_536):
-    """The rows of one Parquet file as tables of `schema` (only its columns are read)."""
+def _parquet_batches(readable_file, schema: pa.Schema, batch_rows: int = 1 << 18):
+    """The rows of one Parquet file as tables of `schema` (only its columns are read).
+
+    Batches are large: stages split each one by key (machine, shard), and every piece is a
+    Beam element with its own per-element costs."""
     with readable_file.open() as handle:
         parquet = pq.ParquetFile(handle)
         missing = [name for name in schema.names if name not in parquet.schema_arrow.names]

@@ -89,6 +89,34 @@ def test_parquet_shards_gather_small_tables_into_row_groups(tmp_path, monkeypatc
         repr(row) for t in tables for row in t.to_pylist())
 
 
+def test_parquet_dictionaries_only_for_repeating_columns(tmp_path):
+    rows = 1000
+    table = pa.table({
+        "predictor": ["rc_like", "n_sigma"] * (rows // 2),             # 2 distinct
+        "machine_id": [7] * rows,                                     # 1 distinct
+        "time": [i // 2 for i in range(rows)],                        # exactly half distinct
+        "predicted_peak": [i / 7 for i in range(rows)],               # all distinct
+        "oracle": pa.array([None] * rows, pa.float64()),              # no values
+        "distribution": [[0.5, 0.5] for i in range(rows)],            # nested: measurements
+    })
+    assert sinks.repeating_columns(table) == ["predictor", "machine_id", "time", "oracle"]
+    assert sinks.repeating_columns(table.slice(0, 1)) == ["oracle"]
+    # Judged on the first rows only: the first two values of "time" here differ.
+    assert "time" not in sinks.repeating_columns(table.slice(1), sample_rows=2)
+    target = sinks.ParquetTarget(table.schema, str(tmp_path / "t"))
+    with beam.Pipeline() as pipeline:
+        _ = ({"t": pipeline | beam.Create([table.slice(0, 600), table.slice(600)])}
+             | sinks.WriteParquetShards({"t": target}, num_shards=1))
+    (path,) = (tmp_path / "t").glob("*.parquet")
+    metadata = pq.ParquetFile(path).metadata
+    encodings = {metadata.schema.column(i).path: metadata.row_group(0).column(i).encodings
+                 for i in range(metadata.num_columns)}
+    dictionary = {name for name, used in encodings.items()
+                  if any("DICTIONARY" in e for e in used)}
+    assert dictionary == {"predictor", "machine_id", "time", "oracle"}
+    assert pq.read_table(path).sort_by("predicted_peak").equals(table)
+
+
 def test_conform_names_missing_columns():
     with pytest.raises(ValueError, match=r"lacks columns \['reason', 'raw'\]"):
         sinks.conform(pa.table({"source": ["s"], "table": ["t"]}), schemas.DEAD_LETTERS)
