@@ -97,7 +97,8 @@ class MachineSamples:
         _, task = np.unique(np.asarray(task_ids), return_inverse=True)
         step = step.astype(np.int64).ravel()
         task = task.astype(np.int64).ravel()
-        order = np.lexsort((task, step))
+        # One sort of a combined key (valid pairs are unique, so any sort orders them alike).
+        order = np.argsort(step * (int(task.max(initial=0)) + 1) + task)
         return cls(times=times, step=step[order], task=task[order],
                    usage=np.asarray(usage, dtype=np.float64)[order],
                    limit=np.asarray(limit, dtype=np.float64)[order])
@@ -122,7 +123,8 @@ class MachineSamples:
     @functools.cached_property
     def task_order(self) -> np.ndarray:
         """int64[S]: permutation that sorts the samples by (task, step)."""
-        return np.lexsort((self.step, self.task))
+        # (task, step) pairs are unique: one sort of a combined key.
+        return np.argsort(self.task * self.num_steps + self.step)
 
     @functools.cached_property
     def _runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
