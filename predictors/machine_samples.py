@@ -227,8 +227,9 @@ class MachineSamples:
         def diagonal_sums(values):
             weights = np.concatenate([values[keep], -values[keep]])
             by_step_lag = np.bincount(cells, weights=weights,
-                                      minlength=(num_steps + horizon) * columns)
-            by_step_lag = np.cumsum(by_step_lag.reshape(num_steps + horizon, columns), axis=1)
+                                      minlength=(num_steps + horizon) * columns
+                                      ).reshape(num_steps + horizon, columns)
+            np.cumsum(by_step_lag, axis=1, out=by_step_lag)  # in place: T x horizon floats
             # view[t, j] = by_step_lag[horizon + t - j, j]: the samples of step t - j at lag j.
             return as_strided(by_step_lag[horizon], shape=(num_steps, horizon),
                               strides=(by_step_lag.itemsize * columns,
@@ -240,7 +241,8 @@ class MachineSamples:
         longest = np.maximum.reduceat(np.where(warm, self.run_position, 0), starts)
         length = np.minimum(longest, horizon).astype(np.int64)
         valid = np.arange(horizon)[None, :] < length[:, None]
+        ratio = np.full((num_steps, horizon), np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(valid, diagonal_sums(usage) / diagonal_sums(self.limit), np.nan)
+            np.divide(diagonal_sums(usage), diagonal_sums(self.limit), out=ratio, where=valid)
         warm_limit = self.per_step_sum(np.where(warm, self.limit, 0.0))
         return WarmRatioHistory(ratio=ratio, length=length, warm_limit=warm_limit)

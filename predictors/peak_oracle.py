@@ -154,7 +154,8 @@ class PeakOracle(PeakPredictor):
         # max_width zero rows at the end keep every diagonal read in bounds.
         num_rows = samples.num_steps + max_width
         band = np.bincount(cells, weights=weights, minlength=num_rows * columns)
-        band = np.cumsum(band.reshape(num_rows, columns), axis=1).ravel()
+        # In place: the band is the largest array of the predictor (T x horizon).
+        np.cumsum(band.reshape(num_rows, columns), axis=1, out=band.reshape(num_rows, columns))
         # window[t, k - 1] = band[(t + k) * columns + max_width - k]
         #                  = band[2 * max_width + t * columns + (k - 1) * max_width].
         return np.lib.stride_tricks.as_strided(
