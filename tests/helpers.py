@@ -4,10 +4,12 @@ import glob
 import os
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
+from pipelines import schemas
 
 
 def run_text_config(text: str, output_dir, beam_args=("--runner=DirectRunner",)):
@@ -17,6 +19,22 @@ def run_text_config(text: str, output_dir, beam_args=("--runner=DirectRunner",))
     assert problems == [], problems
     _, tables = run_pipeline.run(config, str(output_dir), list(beam_args))
     return {name: read_table(os.path.join(output_dir, name)) for name in tables}
+
+
+def run_on_loaded_tables(root, rows_by_table: dict, stages_text: str, name: str):
+    """Writes each canonical table's rows ({table name: [row dicts]}) as a Parquet input under
+    `root`, runs `stages_text` on them with the tables loaded (LoadOrWrite input) and returns
+    ({table name: DataFrame}, output directory)."""
+    loads = []
+    for table, rows in rows_by_table.items():
+        directory = os.path.join(str(root), f"in_{table}")
+        os.makedirs(directory)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
+                       os.path.join(directory, "part-0.parquet"))
+        loads.append(f'{table} {{ input {{ parquet: "{directory}" }} }}')
+    output_dir = os.path.join(str(root), "out")
+    text = f'name: "{name}"\n' + "\n".join(loads) + "\n" + stages_text
+    return run_text_config(text, output_dir), output_dir
 
 
 def read_table(table_dir) -> pd.DataFrame:

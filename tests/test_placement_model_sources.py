@@ -2,12 +2,10 @@
 classifier end to end on a small hand-made trace, and HostExitCache / ModelLifetimes /
 RemainingLifetimeCache against brute force on random inputs."""
 
-import os
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines import config as run_config
@@ -25,7 +23,7 @@ from policies.simulator import PlacementTrace, simulate
 from predictors.lifetime_examples import make_uptime_examples
 from predictors.uptime_lifetime_model import RemainingLifetimeCache, UptimeLifetimeModel, \
     interval_uptimes_s, log10_uptime
-from tests.helpers import run_text_config
+from tests.helpers import run_on_loaded_tables
 
 S = 1_000_000
 HOUR_S = 3600
@@ -74,25 +72,14 @@ MACHINES = [{"machine_id": m, "time": 0, "cpu_capacity": 1.0, "memory_capacity":
              "pool": "cell"} for m in range(5)]
 
 
-def write_parquet(directory, rows, schema):
-    os.makedirs(directory)
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema),
-                   os.path.join(directory, "part-0.parquet"))
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("model_sources")
-    write_parquet(str(root / "in_instances"), instance_rows(), schemas.INSTANCES)
-    write_parquet(str(root / "in_machines"), MACHINES, schemas.MACHINES)
-    text = f"""
-      name: "model_sources_test"
-      instances {{ input {{ parquet: "{root / 'in_instances'}" }} }}
-      machines {{ input {{ parquet: "{root / 'in_machines'}" }} }}
-      lifetime_model {{ {LIFETIME_TEXT} }}
-      placement {{ {PLACEMENT_TEXT} }}
-    """
-    return run_text_config(text, root / "out")
+    tables, _ = run_on_loaded_tables(
+        tmp_path_factory.mktemp("model_sources"),
+        {"instances": instance_rows(), "machines": MACHINES},
+        f"lifetime_model {{ {LIFETIME_TEXT} }}\nplacement {{ {PLACEMENT_TEXT} }}",
+        "model_sources_test")
+    return tables
 
 
 def pool_arrays():

@@ -2,10 +2,10 @@
 
 import json
 import os
+import pathlib
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from configs import fleetcast_pb2
@@ -18,7 +18,7 @@ from policies.nilas import Nilas
 from policies.best_fit import BestFit
 from policies.pool import PoolSpec
 from policies.simulator import PlacementTrace, simulate
-from tests.helpers import run_text_config
+from tests.helpers import run_on_loaded_tables
 
 S = 1_000_000
 HOUR = 3600 * S
@@ -67,12 +67,6 @@ def instance_rows():
     return rows
 
 
-def write_parquet(directory, rows, schema):
-    os.makedirs(directory)
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema),
-                   os.path.join(directory, "part-0.parquet"))
-
-
 PLACEMENT_TEXT = f"""
   policy: BEST_FIT policy: NILAS policy: LAVA
   lifetime_source {{ oracle: true }} lifetime_source {{ noisy_oracle_accuracy: 0.7 }}
@@ -83,16 +77,11 @@ PLACEMENT_TEXT = f"""
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("placement")
-    write_parquet(str(root / "in_instances"), instance_rows(), schemas.INSTANCES)
-    write_parquet(str(root / "in_machines"), MACHINES, schemas.MACHINES)
-    text = f"""
-      name: "placement_test"
-      instances {{ input {{ parquet: "{root / 'in_instances'}" }} }}
-      machines {{ input {{ parquet: "{root / 'in_machines'}" }} }}
-      placement {{ {PLACEMENT_TEXT} }}
-    """
-    return run_text_config(text, root / "out"), root / "out"
+    tables, output_dir = run_on_loaded_tables(
+        tmp_path_factory.mktemp("placement"),
+        {"instances": instance_rows(), "machines": MACHINES},
+        f"placement {{ {PLACEMENT_TEXT} }}", "placement_test")
+    return tables, pathlib.Path(output_dir)
 
 
 def direct_replays(pool):
