@@ -9,9 +9,11 @@ setuptools.setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
+    # tests/ (with the slow reference implementations the tests compare against) is not
+    # installed.
     packages=setuptools.find_packages(include=[
         "pipelines", "pipelines.*", "predictors", "predictors.*", "policies", "policies.*",
-        "configs"]),
+        "synthetic", "synthetic.*", "configs"]),
     package_data={"configs": ["*.proto", "*.textproto"]},
     install_requires=[
         "apache-beam[gcp]",

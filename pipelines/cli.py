@@ -120,7 +120,7 @@ def _validate(args):
 
 
 def _synth(args):
-    from pipelines import synthetic
+    import synthetic
     kwargs = dict(machines=args.machines, days=args.days, seed=args.seed,
                   file_format=args.format)
     if args.arrival_rate is not None:

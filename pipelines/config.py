@@ -333,7 +333,7 @@ def _validate_predictor(check, predictor, field: str):
 
 def _validate_lifetime(check, model):
     # Imported here so that configs without a lifetime stage validate without the model code.
-    from predictors.lifetime_features import CATEGORICAL, FEATURES
+    from predictors.lifetime.features import CATEGORICAL, FEATURES
 
     field = "lifetime_model"
     for name in ("lifetime_cap_s", "num_trees", "num_leaves", "min_data_in_leaf",

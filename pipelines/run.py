@@ -18,8 +18,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pipeline import PipelineVisitor
 
 from configs import fleetcast_pb2
-from pipelines import azure_packing, azure_v1, coders, google_v3, schemas, sinks
-from pipelines.dead_letters import SummarizeCounts
+from pipelines.sources import azure_packing, azure_v1, google_v3
+from pipelines.io import coders, sinks
+from pipelines import schemas
+from pipelines.io.dead_letters import SummarizeCounts
 
 SYNTHETIC_TRACE_DIR = "synthetic_trace"
 GOOGLE_V3_TABLES = ("instance_events", "instance_usage", "machine_events",
@@ -52,7 +54,7 @@ class OutputSpec:
 def synthetic_as_google_v3(config, work_dir: str) -> fleetcast_pb2.GoogleV3Source:
     """Generates the configured synthetic trace under work_dir and returns the source that
     reads it (the same Google v3 files a user would export)."""
-    from pipelines import synthetic  # the generator is only needed for this source
+    import synthetic  # the generator is only needed for this source
 
     trace_dir = FileSystems.join(work_dir, SYNTHETIC_TRACE_DIR)
     options = config.synthetic
@@ -127,13 +129,13 @@ def stages(config, work_dir: str):
     """
     configured = []
     if config.fortune_teller:
-        from pipelines.overcommit import OvercommitStage
+        from pipelines.stages.overcommit import OvercommitStage
         configured.append(("Overcommit", OvercommitStage(config)))
     if config.HasField("lifetime_model"):
-        from pipelines.lifetime import LifetimeStage  # LightGBM only when the stage runs
+        from pipelines.stages.lifetime import LifetimeStage  # LightGBM only when the stage runs
         configured.append(("Lifetime", LifetimeStage(config.lifetime_model, work_dir)))
     if config.HasField("placement"):
-        from pipelines.placement import PlacementStage
+        from pipelines.stages.placement import PlacementStage
         configured.append(("Placement", PlacementStage(config.placement)))
     return configured
 
@@ -167,7 +169,7 @@ def loaded_columns(config, name: str):
         return None
     if not config.fortune_teller:
         return None
-    from pipelines.overcommit import OvercommitStage
+    from pipelines.stages.overcommit import OvercommitStage
     return OvercommitStage.usage_columns(config)
 
 

@@ -133,7 +133,7 @@ LIFETIME_MODELS = pa.schema([
     pa.field("name", pa.string(), nullable=False),
     # The model class's KIND (uptime_lifetime_model, la_classifier, kaplan_meier).
     pa.field("kind", pa.string(), nullable=False),
-    # Directory of the model's files; pipelines.lifetime.load_model(path) loads it.
+    # Directory of the model's files; pipelines.stages.lifetime.load_model(path) loads it.
     pa.field("path", pa.string(), nullable=False),
     pa.field("features", pa.list_(pa.string())),
     pa.field("train_instances", pa.int64(), nullable=False),

@@ -8,9 +8,9 @@ smallest that fits.
 
 from typing import Sequence
 
-from policies.host_index import NO_HOST, HostGroups
+from policies.replay.host_index import NO_HOST, HostGroups
 from policies.policy import PlacementPolicy, ScheduleTimer
-from policies.pool import PoolState
+from policies.replay.pool import PoolState
 
 # Group keys of `UsedOrEmptyPolicy`: whether the host holds anything.
 USED = True

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from policies.best_fit import UsedOrEmptyPolicy
 from policies.policy import ScheduleTimer
-from policies.pool import PoolState
+from policies.replay.pool import PoolState
 
 US_PER_S = 1_000_000
 

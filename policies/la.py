@@ -15,7 +15,7 @@ import bisect
 from typing import Sequence
 
 from policies.best_fit import UsedOrEmptyPolicy
-from policies.host_index import NO_HOST
+from policies.replay.host_index import NO_HOST
 
 US_PER_S = 1_000_000
 LA_BINARY_THRESHOLDS_S = (7200,)

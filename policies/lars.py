@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from policies.policy import PlacementPolicy
-from policies.pool import PoolState
+from policies.replay.pool import PoolState
 
 US_PER_S = 1_000_000
 

@@ -32,10 +32,10 @@ import bisect
 import operator
 from typing import Sequence
 
-from policies.host_index import NO_HOST, HostGroups
+from policies.replay.host_index import NO_HOST, HostGroups
 from policies.nilas import LAST_LEVEL, best_host_by_temporal_cost
 from policies.policy import PlacementPolicy, ScheduleTimer
-from policies.pool import PoolState, used_above_room
+from policies.replay.pool import PoolState, used_above_room
 
 US_PER_S = 1_000_000
 # Upper bound of each lifetime class in seconds (LC1..LC4).

@@ -17,7 +17,7 @@ import bisect
 from typing import Sequence, Tuple
 
 from policies.best_fit import UsedOrEmptyPolicy
-from policies.host_index import NO_HOST, HostIndex
+from policies.replay.host_index import NO_HOST, HostIndex
 
 US_PER_S = 1_000_000
 TEMPORAL_COST_BUCKETS_S = (0, 1800, 3600, 5400, 7200, 10800, 14400, 21600, 43200, 86400, 604800)

@@ -2,7 +2,7 @@
 
 from typing import Callable, Sequence
 
-from policies.pool import PoolState
+from policies.replay.pool import PoolState
 
 # schedule_timer(time_us, host): asks the replay to call `on_timer(host, time_us)` then.
 ScheduleTimer = Callable[[int, int], None]

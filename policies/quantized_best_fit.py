@@ -14,9 +14,9 @@ DPBFR uses `long_lived_num_buckets` (finer) buckets for VMs predicted to live at
 from typing import Optional, Sequence
 
 from policies.best_fit import UsedOrEmptyPolicy
-from policies.host_index import NO_HOST
+from policies.replay.host_index import NO_HOST
 from policies.policy import ScheduleTimer
-from policies.pool import PoolState
+from policies.replay.pool import PoolState
 
 US_PER_S = 1_000_000
 

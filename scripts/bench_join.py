@@ -5,8 +5,8 @@
 1. Generates a synthetic Google v3 trace (timed: the generator's own goal is one week of 200
    machines in under two minutes) unless --trace names an existing one.
 2. Parses it into Arrow tables (not timed) and times the as-of join of every usage window
-   (pipelines.google_v3.join_usage: factorize + sort + binary search) on the whole input.
-3. Times the brute-force quadratic join (pipelines/reference/join.py: every window scans
+   (pipelines.sources.google_v3.join_usage: factorize + sort + binary search) on the whole input.
+3. Times the brute-force quadratic join (tests/reference/join.py: every window scans
    every event) and the fast join on the same sample of instances, and prints the ratio.
 4. Times the whole Beam pipeline (read, parse, shard, build instances, join, write Parquet)
    on the DirectRunner.
@@ -23,9 +23,11 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pipelines import google_v3, join, synthetic  # noqa: E402
-from pipelines.readers import CHUNK_ROWS, RowChunk, iter_lines, json_chunks  # noqa: E402
-from pipelines.reference import join as reference  # noqa: E402
+from pipelines.sources import google_v3, join  # noqa: E402
+
+import synthetic
+from pipelines.io.readers import CHUNK_ROWS, RowChunk, iter_lines, json_chunks  # noqa: E402
+from tests.reference import join as reference  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 

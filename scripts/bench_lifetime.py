@@ -27,9 +27,9 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from predictors.lifetime_examples import DAY_S, default_observation_end_us, label_known, \
+from predictors.lifetime.examples import DAY_S, default_observation_end_us, label_known, \
     make_uptime_examples  # noqa: E402
-from predictors.uptime_lifetime_model import RemainingLifetimeCache, \
+from predictors.lifetime.uptime_model import RemainingLifetimeCache, \
     UptimeLifetimeModel  # noqa: E402
 
 VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",

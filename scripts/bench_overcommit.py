@@ -3,9 +3,9 @@
 1. Predictor level (no Beam): a synthetic cell built in numpy (machines x one week of 5-minute
    steps, tasks arriving and leaving, diurnal usage with bursts, a few missing steps). For
    the oracle and each predictor: task-samples per second on the whole cell, and the speed-up
-   against the per-step reference (predictors/reference/peak.py) on the same subset input
+   against the per-step reference (tests/reference/peak.py) on the same subset input
    (the reference is too slow for the whole cell; its subset is printed).
-2. End to end on the DirectRunner: a synthetic Google-v3 trace (pipelines.synthetic, one
+2. End to end on the DirectRunner: a synthetic Google-v3 trace (synthetic, one
    week x 100 machines by default) through the whole run (source, join, overcommit stage with
    the paper's predictor suite, Parquet tables), and through the overcommit stage alone from
    the canonical usage table; the stage's marginal rate is its time minus the time of the
@@ -41,20 +41,21 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 
 from pipelines import config as run_config  # noqa: E402
-from pipelines import overcommit, synthetic  # noqa: E402
+from pipelines.stages import overcommit  # noqa: E402
+import synthetic
 from pipelines import run as run_pipeline  # noqa: E402
-from predictors.arima_forecaster import ArimaForecaster  # noqa: E402
-from predictors.avg_predictor import AvgPredictor  # noqa: E402
-from predictors.borg_default import BorgDefaultPredictor  # noqa: E402
-from predictors.gp_forecaster import GaussianProcessForecaster  # noqa: E402
-from predictors.machine_samples import MachineSamples  # noqa: E402
-from predictors.max_decorator import MaxDecorator  # noqa: E402
-from predictors.max_predictor import MaxPredictor  # noqa: E402
-from predictors.n_sigma import NSigmaPredictor  # noqa: E402
-from predictors.peak_oracle import PeakOracle  # noqa: E402
-from predictors.per_machine_percentile import PerMachinePercentilePredictor  # noqa: E402
-from predictors.rc_like import RcLikePredictor  # noqa: E402
-from predictors.reference import peak as ref  # noqa: E402
+from predictors.peak.arima_forecaster import ArimaForecaster  # noqa: E402
+from predictors.peak.avg_predictor import AvgPredictor  # noqa: E402
+from predictors.peak.borg_default import BorgDefaultPredictor  # noqa: E402
+from predictors.peak.gp_forecaster import GaussianProcessForecaster  # noqa: E402
+from predictors.peak.machine_samples import MachineSamples  # noqa: E402
+from predictors.peak.max_decorator import MaxDecorator  # noqa: E402
+from predictors.peak.max_predictor import MaxPredictor  # noqa: E402
+from predictors.peak.n_sigma import NSigmaPredictor  # noqa: E402
+from predictors.peak.peak_oracle import PeakOracle  # noqa: E402
+from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor  # noqa: E402
+from predictors.peak.rc_like import RcLikePredictor  # noqa: E402
+from tests.reference import peak as ref  # noqa: E402
 
 STEP_S = 300
 HOUR_US = 3_600_000_000

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines import synthetic  # noqa: E402
+import synthetic  # noqa: E402
 
 
 def reference_json_lines(columns: list[synthetic.Column], n_rows: int) -> bytes:

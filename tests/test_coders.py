@@ -6,7 +6,7 @@ import pyarrow as pa
 from apache_beam import coders as beam_coders
 from apache_beam.typehints import typehints
 
-from pipelines import coders
+from pipelines.io import coders
 
 
 def _table(rows: int) -> pa.Table:

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import google_v3
-from pipelines.readers import RowChunk
+from pipelines.sources import google_v3
+from pipelines.io.readers import RowChunk
 from tests.helpers import run_text_config, sorted_frame
 
 MIN = 60_000_000

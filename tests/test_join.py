@@ -4,9 +4,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines import google_v3, join
-from pipelines.reference import join as reference
-from pipelines.readers import RowChunk
+from pipelines.sources import google_v3, join
+from tests.reference import join as reference
+from pipelines.io.readers import RowChunk
 
 
 def test_factorize_codes_follow_sorted_key_order():

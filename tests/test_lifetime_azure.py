@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictors.kaplan_meier import KaplanMeierLifetimeModel
-from predictors.la_classifier import LaClassifier
-from predictors.lifetime_evaluation import concordance_table, la_classifier_metrics, \
+from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
+from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.evaluation import concordance_table, la_classifier_metrics, \
     log10_errors, predict_at_uptime_quantiles
-from predictors.lifetime_examples import make_uptime_examples, split_time_at_fraction, \
+from predictors.lifetime.examples import make_uptime_examples, split_time_at_fraction, \
     time_split
-from predictors.uptime_lifetime_model import UptimeLifetimeModel
+from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
 VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
                        "azure_v1_vmtable_a.csv.gz")

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines import schemas
-from predictors.lifetime_features import NULL_CATEGORY, OTHER_CATEGORY, FeatureEncoder, \
+from predictors.lifetime.features import NULL_CATEGORY, OTHER_CATEGORY, FeatureEncoder, \
     available_features, derive_features, lacks_feature_values
 
 

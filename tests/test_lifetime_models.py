@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictors.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
-from predictors.la_classifier import LaClassifier
-from predictors.lifetime_evaluation import log10_errors, predict_at_uptime_quantiles, roc_auc
-from predictors.lifetime_examples import DAY_S, make_uptime_examples
-from predictors.uptime_lifetime_model import RemainingLifetimeCache, UptimeLifetimeModel
+from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
+from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.evaluation import log10_errors, predict_at_uptime_quantiles, roc_auc
+from predictors.lifetime.examples import DAY_S, make_uptime_examples
+from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel
 
 US = 10**6
 SMALL = dict(num_trees=60, num_leaves=16, learning_rate=0.2, num_threads=1,

@@ -15,14 +15,14 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
-from pipelines.lifetime import load_model, read_model_files, train_and_evaluate
-from predictors.kaplan_meier import KaplanMeierLifetimeModel
-from predictors.la_classifier import LaClassifier
-from predictors.lifetime_evaluation import DEFAULT_RECALLS, concordance_table, \
+from pipelines.stages.lifetime import load_model, read_model_files, train_and_evaluate
+from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
+from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.evaluation import DEFAULT_RECALLS, concordance_table, \
     long_lived_metrics
-from predictors.lifetime_examples import REASON_NEGATIVE_LIFETIME, REASON_ZERO_LIFETIME
-from predictors.lifetime_features import REASON_NO_FEATURES
-from predictors.uptime_lifetime_model import UptimeLifetimeModel
+from predictors.lifetime.examples import REASON_NEGATIVE_LIFETIME, REASON_ZERO_LIFETIME
+from predictors.lifetime.features import REASON_NO_FEATURES
+from predictors.lifetime.uptime_model import UptimeLifetimeModel
 from tests.helpers import run_text_config
 
 US = 10**6

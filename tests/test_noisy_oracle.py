@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from predictors.noisy_oracle import CAP_S, NoisyOracle
+from predictors.lifetime.noisy_oracle import CAP_S, NoisyOracle
 
 LIFETIMES_S = np.geomspace(60.0, 7 * 86400.0, 20_000)
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from predictors.machine_samples import MachineSamples
-from predictors.overcommit_metrics import (cdf_quantiles, cell_savings, cell_sums,
+from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.overcommit_metrics import (cdf_quantiles, cell_savings, cell_sums,
                                            machine_metrics, merge_cell_sums, step_metrics,
                                            total_limit, total_usage)
 

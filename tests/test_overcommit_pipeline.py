@@ -12,15 +12,16 @@ import pytest
 from nbclient import NotebookClient
 
 from configs import fleetcast_pb2
-from pipelines import overcommit, schemas
+from pipelines.stages import overcommit
+from pipelines import schemas
 from pipelines.config import parse_config
-from predictors.borg_default import BorgDefaultPredictor
-from predictors.machine_samples import MachineSamples
-from predictors.max_decorator import MaxDecorator
-from predictors.n_sigma import NSigmaPredictor
-from predictors.overcommit_metrics import cdf_quantiles, machine_metrics
-from predictors.peak_oracle import PeakOracle
-from predictors.rc_like import RcLikePredictor
+from predictors.peak.borg_default import BorgDefaultPredictor
+from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.max_decorator import MaxDecorator
+from predictors.peak.n_sigma import NSigmaPredictor
+from predictors.peak.overcommit_metrics import cdf_quantiles, machine_metrics
+from predictors.peak.peak_oracle import PeakOracle
+from predictors.peak.rc_like import RcLikePredictor
 from tests.helpers import read_table, run_text_config, sorted_frame
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

@@ -6,20 +6,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictors.arima_forecaster import ArimaForecaster
-from predictors.avg_decorator import AvgDecorator
-from predictors.avg_predictor import AvgPredictor
-from predictors.borg_default import BorgDefaultPredictor
-from predictors.gp_forecaster import GaussianProcessForecaster
-from predictors.machine_samples import MachineSamples
-from predictors.max_decorator import MaxDecorator
-from predictors.max_predictor import MaxPredictor
-from predictors.n_sigma import NSigmaPredictor
-from predictors.overcommit_metrics import total_limit
-from predictors.peak_oracle import PeakOracle
-from predictors.per_machine_percentile import PerMachinePercentilePredictor
-from predictors.rc_like import RcLikePredictor
-from predictors.reference import peak as ref
+from predictors.peak.arima_forecaster import ArimaForecaster
+from predictors.peak.avg_decorator import AvgDecorator
+from predictors.peak.avg_predictor import AvgPredictor
+from predictors.peak.borg_default import BorgDefaultPredictor
+from predictors.peak.gp_forecaster import GaussianProcessForecaster
+from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.max_decorator import MaxDecorator
+from predictors.peak.max_predictor import MaxPredictor
+from predictors.peak.n_sigma import NSigmaPredictor
+from predictors.peak.overcommit_metrics import total_limit
+from predictors.peak.peak_oracle import PeakOracle
+from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
+from predictors.peak.rc_like import RcLikePredictor
+from tests.reference import peak as ref
 
 STEP_US = 300_000_000
 LIMITS = (0.25, 0.5, 1.0, 2.0)

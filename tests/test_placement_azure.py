@@ -9,11 +9,11 @@ import pytest
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
-from policies.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
-from policies.metrics import InflationMix
+from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
+from policies.replay.metrics import InflationMix
 from policies.nilas import Nilas
-from policies.pool import PoolSpec
-from policies.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
+from policies.replay.pool import PoolSpec
+from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
 from tests.test_placement_simulator import check_replay
 
 VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",

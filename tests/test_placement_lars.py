@@ -5,9 +5,9 @@ import pytest
 
 from policies.best_fit import BestFit
 from policies.lars import Lars
-from policies.lifetime_source import OracleLifetimes
-from policies.pool import PoolSpec
-from policies.simulator import PlacementTrace, simulate
+from policies.replay.lifetime_source import OracleLifetimes
+from policies.replay.pool import PoolSpec
+from policies.replay.simulator import PlacementTrace, simulate
 
 S = 1_000_000
 MIN = 60 * S

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from policies.metrics import (InflationMix, PlacementMetrics, difference_vs_baseline,
+from policies.replay.metrics import (InflationMix, PlacementMetrics, difference_vs_baseline,
                               empty_hosts_upper_bound, inflate)
-from policies.pool import PoolSpec, PoolState
+from policies.replay.pool import PoolSpec, PoolState
 
 
 def test_inflation_fills_round_robin_until_nothing_fits():

@@ -10,14 +10,15 @@ import pytest
 
 from configs import fleetcast_pb2
 from pipelines import config as run_config
-from pipelines import placement, schemas
+from pipelines.stages import placement
+from pipelines import schemas
 from policies.lava import Lava
-from policies.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
-from policies.metrics import InflationMix
+from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
+from policies.replay.metrics import InflationMix
 from policies.nilas import Nilas
 from policies.best_fit import BestFit
-from policies.pool import PoolSpec
-from policies.simulator import PlacementTrace, simulate
+from policies.replay.pool import PoolSpec
+from policies.replay.simulator import PlacementTrace, simulate
 from tests.helpers import run_on_loaded_tables
 
 S = 1_000_000

@@ -9,7 +9,8 @@ from apache_beam.pipeline import PipelineVisitor
 
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
-from pipelines import schemas, sinks
+from pipelines import schemas
+from pipelines.io import sinks
 
 
 class _CollectBigQueryWrites(PipelineVisitor):

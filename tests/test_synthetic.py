@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import synthetic
-from pipelines.synthetic import (
+import synthetic
+from synthetic import (
     ENABLE, EVICT, FAIL, FINISH, KILL, LOST, MACHINE_ADD, MACHINE_REMOVE, SCHEDULE, SUBMIT,
     UPDATE_RUNNING, Column, Fleet, Jobs, RandomFitReplay, Tasks, encode_lines, generate)
 

@@ -1,0 +1,434 @@
+"""The placement stage: per-pool replays of the instances under placement policies
+(papers 000/001 §4-5, App. F-I; 003 §3-5; DESIGN.md "Placement replay").
+
+    instances ─ KeyByPool ─┐
+    machines ── KeyByPool ─┴─ CoGroupByKey ─ PreparePools ─ pools, dead letters
+    pools ─ FanOut (one element per replay) ─ GroupByKey ─ Replay [side input: lifetime_models]
+          ─ timeseries, summaries ─ KeyByPool ─ GroupByKey ─ vs Best-Fit ─ placement_summary
+
+A pool is one Beam element: its VMs become a `PlacementTrace` (sorted by start time, then
+instance id) and its hosts a `PoolSpec`, from the pool's machines or, when the config gives a
+host shape (Azure vmtable), from that shape and a count (configured, or derived from the peak
+demand and a target utilisation). Every (policy, lifetime source, defragmentation) of a pool
+is then its own element, so replays run in parallel; a replay is deterministic (seeds derive
+from the config's seed and the pool name).
+
+Instances that cannot be replayed are dead letters (source "placement"): no CPU or memory
+request, a zero request, an end before the start, a request larger than every host, a pool
+without machines. Instances outside the replay window are kept and counted as not replayed.
+
+The trained models come from the lifetime stage: its `lifetime_models` table (a side input,
+so every replay waits for training) names the directories the models were saved to.
+"""
+
+import dataclasses
+import json
+import math
+import zlib
+from typing import List, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from configs import fleetcast_pb2
+from pipelines import schemas
+from pipelines.io import sharding
+from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, dead_letter_table
+from policies.best_fit import BestFit
+from policies.class_first_fit import ClassFirstFit
+from policies.la import LA_MULTI_CLASS_THRESHOLDS_S, LifetimeAlignment
+from policies.lars import Lars
+from policies.lava import Lava
+from policies.replay.lifetime_source import ClassifierLifetimes, NoisyOracleLifetimes, \
+    OracleLifetimes
+from policies.replay.metrics import InflationMix, difference_vs_baseline
+from policies.nilas import Nilas
+from policies.replay.pool import PoolSpec
+from policies.quantized_best_fit import QuantizedBestFit
+from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
+
+SOURCE = "placement"
+TIMESERIES = "placement_timeseries"
+SUMMARY = "placement_summary"
+POOLS = "pools"
+US_PER_S = 1_000_000
+Policy = fleetcast_pb2.PlacementConfig.Policy
+LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
+NO_DEFRAG = "none"
+DEFRAG_LABELS = {LarsOrder.LIFETIME: "lars_lifetime", LarsOrder.BASELINE: "lars_baseline"}
+# Model names in the lifetime stage's `lifetime_models` table (pipelines/lifetime.py).
+UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
+# Dead-letter reasons.
+REASON_NO_REQUEST = "no cpu_request or memory_request"
+REASON_ZERO_REQUEST = "zero cpu_request and memory_request"
+REASON_ENDS_BEFORE_START = "end_time before start_time"
+REASON_TOO_LARGE = "request larger than every host of the pool"
+REASON_NO_HOSTS = "pool has no machine with capacities"
+
+
+@dataclasses.dataclass(frozen=True)
+class LifetimeSpec:
+    """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model or
+    one_shot_model; `accuracy` only for the noisy oracle."""
+    kind: str
+    accuracy: Optional[float] = None
+
+    @property
+    def label(self) -> str:
+        return f"noisy_oracle_{self.accuracy:g}" if self.kind == "noisy_oracle" else self.kind
+
+    @property
+    def uses_model(self) -> bool:
+        """True for the trained models' sources, which need the instance rows."""
+        return self.kind in ("uptime_model", "one_shot_model")
+
+    @classmethod
+    def of(cls, message) -> "LifetimeSpec":
+        which = message.WhichOneof("source")
+        if which == "noisy_oracle_accuracy":
+            return cls("noisy_oracle", message.noisy_oracle_accuracy)
+        return cls(which)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySpec:
+    """One replay of a pool. `reported` is False for the Best-Fit baseline replay that the
+    stage adds when the config does not ask for it (used for differences only)."""
+    policy: int
+    lifetimes: LifetimeSpec
+    defrag: str
+    reported: bool = True
+
+
+@dataclasses.dataclass
+class PoolInput:
+    """A pool ready to replay: its trace, hosts, window and, for model lifetime sources
+    only (every replay gets a copy), the instance rows in trace order for their features."""
+    pool: str
+    trace: PlacementTrace
+    spec: PoolSpec
+    start_us: int
+    end_us: int
+    instances: Optional[pa.Table] = None
+
+
+def replay_specs(config) -> List[ReplaySpec]:
+    """Every configured replay, plus a Best-Fit baseline per lifetime source if needed."""
+    lifetimes = [LifetimeSpec.of(m) for m in config.lifetime_source]
+    lars = config.lars
+    defragmented = (set(lars.policy or config.policy) if config.HasField("lars") else set())
+    specs = []
+    for policy in config.policy:
+        defrags = [NO_DEFRAG] + ([DEFRAG_LABELS[o] for o in lars.order]
+                                 if policy in defragmented else [])
+        specs += [ReplaySpec(policy, source, defrag) for source in lifetimes
+                  for defrag in defrags]
+    if Policy.BEST_FIT not in config.policy:
+        specs += [ReplaySpec(Policy.BEST_FIT, source, NO_DEFRAG, reported=False)
+                  for source in lifetimes]
+    return specs
+
+
+def make_policy(policy: int, config):
+    """The placement policy object of a configured Policy value."""
+    if policy == Policy.BEST_FIT:
+        return BestFit()
+    if policy == Policy.PBFR:
+        return QuantizedBestFit(config.pbfr_num_buckets)
+    if policy == Policy.DPBFR:
+        return QuantizedBestFit(config.pbfr_num_buckets, config.dpbfr_long_lived_num_buckets,
+                                config.dpbfr_long_lived_threshold_s)
+    if policy == Policy.LA:
+        return LifetimeAlignment(tuple(config.la_class_threshold_s)
+                                 or LA_MULTI_CLASS_THRESHOLDS_S)
+    if policy == Policy.LA_BINARY:
+        la_binary = LifetimeAlignment((config.la_binary_threshold_s,))
+        la_binary.name = "la_binary"  # whatever the threshold, as configured
+        return la_binary
+    if policy == Policy.NILAS:
+        return Nilas()
+    if policy in (Policy.LAVA, Policy.LAVA_SCORING):
+        return Lava(config.lava_recycle_fraction, strict_recycling=policy == Policy.LAVA)
+    if policy == Policy.CLASS_FIRST_FIT:
+        return ClassFirstFit(config.class_first_fit_time_unit_s)
+    raise ValueError(f"unknown placement policy {policy}")
+
+
+def pool_seed(seed: int, pool: str) -> int:
+    """A seed for `pool`'s random draws, stable across runs and processes."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(pool.encode())]).generate_state(1)[0])
+
+
+def split_by_pool(table: pa.Table):
+    """(pool, rows) for every pool of a table with a `pool` column (null pool: "")."""
+    pools = pc.fill_null(table.column("pool"), "")
+    names = pc.unique(pools).to_pylist()
+    for name in names:
+        yield name, table.filter(pc.equal(pools, name))
+
+
+def hosts_of_machines(machines: pa.Table) -> Optional[np.ndarray]:
+    """Capacity float64[H, 2] (cpu, memory) of a pool's machines: each machine's latest event
+    with both capacities; None without any. Machines that come and go during the trace count
+    as present throughout (the replay's pool is fixed)."""
+    machines = machines.filter(pc.and_(pc.is_valid(machines.column("cpu_capacity")),
+                                       pc.is_valid(machines.column("memory_capacity"))))
+    if not machines.num_rows:
+        return None
+    latest = machines.sort_by([("machine_id", "ascending"), ("time", "descending")])
+    ids = latest.column("machine_id").to_numpy()
+    first = np.concatenate([[True], ids[1:] != ids[:-1]])
+    capacity = np.column_stack([latest.column("cpu_capacity").to_numpy()[first],
+                                latest.column("memory_capacity").to_numpy()[first]])
+    capacity = capacity[np.all(capacity > 0, axis=1)]
+    return capacity if len(capacity) else None
+
+
+def request_reasons(instances: pa.Table) -> np.ndarray:
+    """Dead-letter reason per row ("" for a replayable row), object[n]: requests and times."""
+    cpu = instances.column("cpu_request").to_numpy(zero_copy_only=False).astype(np.float64)
+    memory = instances.column("memory_request").to_numpy(zero_copy_only=False).astype(
+        np.float64)
+    start = instances.column("start_time").to_numpy().astype(np.float64)
+    end = instances.column("end_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    reasons = np.full(instances.num_rows, "", dtype=object)
+    reasons[end < start] = REASON_ENDS_BEFORE_START
+    reasons[(cpu == 0) & (memory == 0)] = REASON_ZERO_REQUEST
+    missing = ~(np.isfinite(cpu) & np.isfinite(memory)) | (cpu < 0) | (memory < 0)
+    reasons[missing] = REASON_NO_REQUEST
+    return reasons
+
+
+def fits_some_host(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """bool[V]: demand float[V, D] fits at least one host of capacity float[H, D] when empty."""
+    shapes = np.unique(capacity, axis=0)
+    return np.any(np.all(demand[:, None, :] <= shapes[None, :, :], axis=2), axis=1)
+
+
+def dead_letters_of(rows: pa.Table, reasons: Sequence[str]) -> pa.Table:
+    """DEAD_LETTERS rows: each instance row as JSON, with its reason."""
+    raws = [json.dumps(row) for row in rows.to_pylist()]
+    return dead_letter_table(SOURCE, "instances", list(reasons), raws)
+
+
+def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> PoolSpec:
+    """The pool's hosts: configured shape and count (or count from peak demand), else the
+    machines' capacities."""
+    if config.HasField("host_shape"):
+        shape = (config.host_shape.cpu, config.host_shape.memory)
+        if config.HasField("host_count"):
+            return PoolSpec.from_shape(shape, config.host_count)
+        return PoolSpec.from_peak_demand(shape, trace.arrival_us, trace.exit_us, trace.demand,
+                                         config.target_utilization)
+    return PoolSpec(capacity)
+
+
+def prepare_pool(element, config, keep_instances: bool):
+    """(pool, {instances, machines}) → (tag, value) pairs: one (POOLS, PoolInput) and the
+    pool's dead letters; `keep_instances` keeps the rows for model features."""
+    pool, grouped = element
+    instances = sharding.concat(grouped["instances"], schemas.INSTANCES)
+    if not instances.num_rows:
+        return
+    instances = instances.sort_by([("start_time", "ascending"), ("instance_id", "ascending")])
+    capacity = None
+    if not config.HasField("host_shape"):
+        capacity = hosts_of_machines(sharding.concat(grouped["machines"], schemas.MACHINES))
+        if capacity is None:
+            yield DEAD_LETTERS, dead_letters_of(instances, [REASON_NO_HOSTS] * len(instances))
+            return
+    reasons = request_reasons(instances)
+    host_shapes = (capacity if capacity is not None
+                   else np.array([[config.host_shape.cpu, config.host_shape.memory]]))
+    demand = np.column_stack([
+        instances.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+        for c in ("cpu_request", "memory_request")])
+    too_large = (reasons == "") & ~fits_some_host(np.nan_to_num(demand), host_shapes)
+    reasons[too_large] = REASON_TOO_LARGE
+    rejected = reasons != ""
+    if rejected.any():
+        yield DEAD_LETTERS, dead_letters_of(instances.filter(pa.array(rejected)),
+                                            reasons[rejected])
+    kept = instances.filter(pa.array(~rejected))
+    if not kept.num_rows:
+        return
+    start = kept.column("start_time").to_numpy()
+    end = kept.column("end_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    # Censored VMs run until the latest time the pool's rows show (they never exit within
+    # the replay, which ends at the last arrival unless configured).
+    latest_us = int(max(start.max(), np.nanmax(end) if np.isfinite(end).any() else start.max()))
+    trace = PlacementTrace.from_arrays(
+        start, end, np.column_stack([kept.column("cpu_request").to_numpy(),
+                                     kept.column("memory_request").to_numpy()]),
+        end_us=latest_us)
+    start_us = config.start_time_us if config.HasField("start_time_us") else max(
+        0, int(start.min()))
+    end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
+    yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
+                           kept if keep_instances else None)
+
+
+def fan_out(pool_input: PoolInput, specs: Sequence[ReplaySpec]):
+    """One ((pool, replay index), (PoolInput, ReplaySpec)) element per replay. Only model
+    replays carry the instance rows: every element becomes its own copy downstream."""
+    without_rows = dataclasses.replace(pool_input, instances=None)
+    for i, spec in enumerate(specs):
+        yield (pool_input.pool, i), (pool_input if spec.lifetimes.uses_model else without_rows,
+                                     spec)
+
+
+def model_path(model_tables: Sequence[pa.Table], name: str) -> str:
+    """Directory of the lifetime stage's model `name` (from its `lifetime_models` rows)."""
+    for table in model_tables:
+        for row in table.to_pylist():
+            if row["name"] == name:
+                return row["path"]
+    raise ValueError(f"placement: the lifetime stage saved no {name!r} model")
+
+
+def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
+                    model_tables: Sequence[pa.Table]):
+    """The replay's lifetime source for `spec` on `pool_input`'s VMs."""
+    lifetime_s = pool_input.trace.lifetime_s()
+    if spec.kind == "oracle":
+        return OracleLifetimes(lifetime_s)
+    if spec.kind == "noisy_oracle":
+        return NoisyOracleLifetimes(lifetime_s, spec.accuracy,
+                                    seed=pool_seed(config.seed, pool_input.pool))
+    # The model classes need LightGBM: imported only when a model source is configured.
+    from pipelines.stages.lifetime import load_model
+    from predictors.lifetime.uptime_model import RemainingLifetimeCache
+    frame = pool_input.instances.to_pandas()
+    if spec.kind == "uptime_model":
+        model = load_model(model_path(model_tables, UPTIME_MODEL_NAME))
+        return RemainingLifetimeCache(model, model.encode(frame))
+    classifier = load_model(model_path(model_tables, LA_CLASSIFIER_NAME))
+    return ClassifierLifetimes(classifier.predict_long(frame), classifier.threshold_s)
+
+
+def make_lars(defrag: str, config, pool: str) -> Optional[Lars]:
+    if defrag == NO_DEFRAG:
+        return None
+    lars = config.lars
+    return Lars(lars.empty_hosts_threshold_pct, lifetime_order=defrag == "lars_lifetime",
+                max_inflight=lars.max_inflight, migration_duration_s=lars.migration_duration_s,
+                max_draining_hosts=lars.max_draining_hosts, check_period_s=lars.check_period_s,
+                seed=pool_seed(config.seed, pool))
+
+
+def _key_columns(pool_input: PoolInput, policy_name: str, spec: ReplaySpec, n: int) -> dict:
+    return {"pool": [pool_input.pool] * n, "policy": [policy_name] * n,
+            "lifetime_source": [spec.lifetimes.label] * n,
+            "noisy_oracle_accuracy": [spec.lifetimes.accuracy] * n, "defrag": [spec.defrag] * n}
+
+
+def replay(element, config, model_tables=()):
+    """((pool, i), [(PoolInput, ReplaySpec)]) → (TIMESERIES, table) if reported and
+    (SUMMARY, (pool, summary row, reported))."""
+    _, (payload,) = element
+    pool_input, spec = payload
+    trace = pool_input.trace
+    policy = make_policy(spec.policy, config)
+    mix = (InflationMix.from_demand(trace.demand, config.inflation_max_shapes,
+                                    config.inflation_copies_per_round)
+           if config.stranding_every > 0 else None)
+    weights = ((config.best_fit_weights.cpu, config.best_fit_weights.memory)
+               if config.HasField("best_fit_weights") else None)
+    result = simulate(
+        trace, pool_input.spec, policy,
+        lifetime_source(spec.lifetimes, pool_input, config, model_tables),
+        start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
+        sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
+        inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
+        lars=make_lars(spec.defrag, config, pool_input.pool), weights=weights)
+    series = result.timeseries
+    if spec.reported:
+        columns = _key_columns(pool_input, result.policy, spec, len(series["time_us"]))
+        columns["time"] = series["time_us"]
+        for field in schemas.PLACEMENT_TIMESERIES.names[len(columns):]:
+            columns[field] = series[field]
+        yield TIMESERIES, pa.table(columns, schema=schemas.PLACEMENT_TIMESERIES)
+    yield SUMMARY, (pool_input.pool, summary_row(pool_input, result, spec), spec.reported)
+
+
+def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
+    """The PLACEMENT_SUMMARY row of one replay, without the differences vs Best-Fit."""
+    summary, host_of_vm = result.summary, result.host_of_vm
+    row = {name: values[0] for name, values in
+           _key_columns(pool_input, result.policy, spec, 1).items()}
+    row.update(
+        num_hosts=pool_input.spec.num_hosts, vms=len(host_of_vm),
+        placed_vms=int(np.sum(host_of_vm >= 0)), failed_vms=int(np.sum(host_of_vm == FAILED)),
+        not_replayed_vms=int(np.sum(host_of_vm == NOT_REPLAYED)))
+    for name in ("warmup_vms", "warmup_failed", "placements", "failed_placements",
+                 "migrations", "num_samples", *schemas.PLACEMENT_PCT_METRICS,
+                 "lars_migrations", "lars_saved_migrations", "lars_failed_migrations",
+                 "lars_drained_hosts", "predictions", "prediction_batches"):
+        row[name] = summary.get(name)
+    row["gap_to_upper_bound_pp"] = (summary["upper_bound_empty_hosts_pct"]
+                                    - summary["empty_hosts_pct"])
+    return row
+
+
+def with_baseline_differences(element) -> pa.Table:
+    """(pool, [(summary row, reported)]) → the pool's PLACEMENT_SUMMARY table: every
+    reported row with its differences vs the Best-Fit replay of the same lifetime source
+    without defragmentation."""
+    _, rows = element
+    rows = sorted(rows, key=lambda r: (r[0]["policy"], r[0]["lifetime_source"],
+                                       r[0]["defrag"], not r[1]))
+    baselines = {row["lifetime_source"]: row for row, _ in rows
+                 if row["policy"] == "best_fit" and row["defrag"] == NO_DEFRAG}
+    out = []
+    for row, reported in rows:
+        if not reported:
+            continue
+        baseline = baselines[row["lifetime_source"]]
+        differences = difference_vs_baseline(row, baseline)
+        for name in schemas.PLACEMENT_BASELINE_METRICS:
+            value = differences[f"{name}_vs_baseline_pp"]
+            row[f"{name}_vs_best_fit_pp"] = None if math.isnan(value) else value
+        out.append(row)
+    return pa.Table.from_pylist(out, schema=schemas.PLACEMENT_SUMMARY)
+
+
+class PlacementStage(beam.PTransform):
+    """{"instances", "machines"[, "lifetime_models"]: PCollection[pa.Table]} →
+    {"placement_timeseries", "placement_summary", "dead_letters"}.
+
+    Args:
+      config: a PlacementConfig. The trained models' directories come from the lifetime
+        stage's `lifetime_models` table, so the stage needs no directory of its own.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self._config = config
+
+    def expand(self, tables):
+        config = self._config
+        specs = replay_specs(config)
+        uses_model = any(s.lifetimes.uses_model for s in specs)
+        if uses_model and "lifetime_models" not in tables:
+            raise ValueError("placement: a model lifetime source needs the lifetime stage")
+        by_pool = {name: tables[name] | f"KeyByPool{name}" >> beam.FlatMap(split_by_pool)
+                   for name in ("instances", "machines")}
+        prepared = (by_pool
+                    | "GroupPools" >> beam.CoGroupByKey()
+                    | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model)
+                    | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS)))
+        side = ((beam.pvalue.AsList(tables["lifetime_models"]),) if uses_model else ())
+        replays = (prepared[POOLS]
+                   | "FanOut" >> beam.FlatMap(fan_out, specs)
+                   # Spreads the replays over workers (a fan-out alone stays on one).
+                   | "GroupReplays" >> beam.GroupByKey()
+                   | "Replay" >> beam.FlatMap(replay, config, *side)
+                   | "SplitReplays" >> SplitByTag((TIMESERIES, SUMMARY)))
+        summary = (replays[SUMMARY]
+                   | "KeySummaries" >> beam.Map(lambda s: (s[0], (s[1], s[2])))
+                   | "GroupSummaries" >> beam.GroupByKey()
+                   | "VsBestFit" >> beam.Map(with_baseline_differences))
+        return {TIMESERIES: replays[TIMESERIES], SUMMARY: summary,
+                DEAD_LETTERS: prepared[DEAD_LETTERS]}

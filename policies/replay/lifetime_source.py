@@ -1,0 +1,249 @@
+"""Where a placement replay gets lifetime predictions, and how it caches repredictions.
+
+A lifetime source answers, for a batch of VMs (indexes into the replay's trace arrays) and
+their uptimes, the predicted remaining lifetime:
+
+    predict_remaining_s(vm_index: int64[K], uptime_s: float64[K]) -> float64[K]  (seconds, >= 0)
+
+and says whether its answer for a VM changes with uptime (`repredicts`). Sources:
+
+- `OracleLifetimes`: the true remaining lifetime.
+- `NoisyOracleLifetimes`: the true remaining lifetime with the per-VM log10 error of
+  predictors.lifetime.noisy_oracle (paper 001 App. G.1), the same error at every uptime.
+- `ModelLifetimes`: any model with `predict_remaining(features, uptime_s)` and its feature
+  table, one row per VM of the trace (the uptime-augmented model of paper 000 §3).
+- `OneShotLifetimes`: wraps a source and predicts once, at uptime 0; later the remaining
+  lifetime is that prediction minus the uptime, floored at 0 (LA, paper 003).
+- `ClassifierLifetimes`: a long/short classification at arrival (the LA classifier of paper
+  003 §3.2) as one-shot lifetimes on either side of its threshold.
+
+`HostExitCache` keeps the hosts' exit estimates of a repredicting source current the way
+paper 000 §5 and 001 App. G.3 describe: a host is repredicted (all its VMs at their current
+uptime, in one batch with every other host due) before the next placement decision if a VM
+was placed on it or left it, if its exit estimate has passed, or if its last reprediction
+is older than `refresh_interval_s`. `refresh_interval_s = 0` repredicts every used host before
+every decision (no cache).
+"""
+
+import collections
+import heapq
+import itertools
+from typing import Any, Protocol
+
+import numpy as np
+
+from predictors.lifetime.noisy_oracle import NoisyOracle
+from policies.replay.pool import PoolState
+
+US_PER_S = 1_000_000
+
+
+class LifetimeSource(Protocol):
+    repredicts: bool
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        ...
+
+
+def to_exit_us(now_us: int, remaining_s: np.ndarray) -> np.ndarray:
+    """Predicted exit times (int64 us) of VMs with `remaining_s` left at `now_us`."""
+    return now_us + np.rint(np.maximum(remaining_s, 0.0) * US_PER_S).astype(np.int64)
+
+
+class OracleLifetimes:
+    """True remaining lifetimes from `lifetime_s` float64[V] (censored VMs: see the replay)."""
+
+    repredicts = False
+
+    def __init__(self, lifetime_s: np.ndarray):
+        self._lifetime_s = np.asarray(lifetime_s, dtype=np.float64)
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        return np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
+
+
+class NoisyOracleLifetimes:
+    """Noisy-oracle remaining lifetimes; deterministic for (`lifetime_s`, accuracy, seed)."""
+
+    repredicts = True
+
+    def __init__(self, lifetime_s: np.ndarray, accuracy: float, seed: int = 0):
+        self._lifetime_s = np.asarray(lifetime_s, dtype=np.float64)
+        self._oracle = NoisyOracle(accuracy, seed)
+        self._log10_error = self._oracle.log10_errors(len(self._lifetime_s))
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        remaining_s = np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
+        return self._oracle.apply(remaining_s, self._log10_error[vm_index])
+
+
+class ModelLifetimes:
+    """Adapter for a trained model: `model.predict_remaining(feature_rows, uptime_s)` returns
+    remaining lifetimes in seconds.
+
+    Args:
+      model: the model.
+      features: one row per VM of the trace, in order: an array (V, ...) of the rows the
+        model takes, or a table (pandas DataFrame, Arrow table) that the model's `encode`
+        turns into one once here, so each reprediction only takes rows of an array.
+    """
+
+    repredicts = True
+
+    def __init__(self, model: Any, features: Any):
+        self._model = model
+        if hasattr(features, "iloc") or hasattr(features, "column_names"):
+            features = model.encode(features)
+        self._features = np.asarray(features)
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        remaining_s = self._model.predict_remaining(self._features[vm_index], uptime_s)
+        return np.maximum(np.asarray(remaining_s, np.float64), 0.0)
+
+
+class OneShotLifetimes:
+    """Predicts each VM once, at uptime 0, with `source`; `num_vms` is the trace's length."""
+
+    repredicts = False
+
+    def __init__(self, source: LifetimeSource, num_vms: int):
+        self._source = source
+        self._lifetime_s = np.full(num_vms, np.nan)
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        vm_index = np.asarray(vm_index, dtype=np.int64)
+        missing = np.unique(vm_index[np.isnan(self._lifetime_s[vm_index])])
+        if len(missing):
+            self._lifetime_s[missing] = self._source.predict_remaining_s(
+                missing, np.zeros(len(missing)))
+        return np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
+
+
+class ClassifierLifetimes:
+    """One-shot lifetimes from a long-lived classification: `long_lived` bool[V] per VM.
+
+    A classifier says only on which side of `threshold_s` a lifetime lies, so a VM predicted
+    long lives `long_factor` * threshold and a short one threshold / `long_factor` (seconds).
+    With a threshold equal to LA-Binary's, LA-Binary sees exactly the classifier's classes;
+    policies with finer classes see two lifetimes only.
+    """
+
+    repredicts = False
+
+    def __init__(self, long_lived: np.ndarray, threshold_s: float, long_factor: float = 2.0):
+        if threshold_s <= 0 or long_factor <= 1:
+            raise ValueError("threshold_s must be > 0 and long_factor > 1")
+        self._lifetime_s = np.where(np.asarray(long_lived, dtype=bool),
+                                    threshold_s * long_factor, threshold_s / long_factor)
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        return np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
+
+
+class HostExitCache:
+    """Batched, cached repredictions of host exit estimates for a repredicting source.
+
+    Bookkeeping per refresh is O(hosts due + their VMs): hosts touched since the last
+    refresh are a set; hosts whose last reprediction gets too old are a FIFO queue (a
+    reprediction at `now` is due at `now + interval`, and `refresh` times never decrease);
+    hosts whose estimate passes before that are a heap by exit time (a later estimate needs
+    no entry: the interval repredicts the host first). Entries that a later reprediction
+    superseded stay in the queue and the heap and are skipped when they come up; their
+    number is bounded by a few times the number of hosts.
+
+    Args:
+      source: the lifetime source.
+      arrival_us: int64[V] arrival times of the trace's VMs (uptime = now - arrival).
+      refresh_interval_s: repredict an unchanged host at least this often (0: always).
+    """
+
+    def __init__(self, source: LifetimeSource, arrival_us: np.ndarray, refresh_interval_s: float):
+        if refresh_interval_s < 0:
+            raise ValueError(f"refresh_interval_s must be >= 0, got {refresh_interval_s}")
+        self._source = source
+        self._arrival_us = np.asarray(arrival_us, dtype=np.int64)
+        self._interval_us = int(refresh_interval_s * US_PER_S)
+        self.num_predictions = 0
+        self.num_batches = 0
+
+    def bind(self, pool: PoolState) -> None:
+        self._pool = pool
+        self._dirty = set(h for h in range(pool.num_hosts) if pool.host_vms[h])
+        self._due_us = [None] * pool.num_hosts  # when each host's reprediction is due
+        self._due = collections.deque()  # (due_us, host), in due order
+        self._exits = []  # heap of (host exit estimate at its reprediction, host)
+        self._last_us = None
+
+    def touch(self, host: int) -> None:
+        """A VM was placed on or left `host`."""
+        self._dirty.add(host)
+
+    def refresh(self, now_us: int) -> list:
+        """Repredicts every host that is due at `now_us` (non-decreasing from call to call)
+        in one batch; returns the hosts whose exit estimate changed, ascending."""
+        if self._last_us is not None and now_us < self._last_us:
+            raise ValueError(f"refresh at {now_us} after one at {self._last_us}")
+        self._last_us = now_us
+        hosts = self._hosts_due(now_us)
+        if not hosts:
+            return []
+        pool = self._pool
+        vms = [list(pool.host_vms[h]) for h in hosts]
+        num_vms = sum(map(len, vms))
+        vm_index = np.fromiter(itertools.chain.from_iterable(vms), np.int64, num_vms)
+        uptime_s = (now_us - self._arrival_us[vm_index]) / US_PER_S
+        exits_us = to_exit_us(now_us, self._source.predict_remaining_s(vm_index, uptime_s))
+        self.num_predictions += num_vms
+        self.num_batches += 1
+        exits_us = exits_us.tolist()
+        host_exit_us, set_predicted_exits = pool.host_exit_us, pool.set_predicted_exits
+        changed = []
+        start = 0
+        for host, host_vms in zip(hosts, vms):
+            end = start + len(host_vms)
+            old_exit = host_exit_us[host]
+            set_predicted_exits(host, host_vms, exits_us[start:end])
+            start = end
+            if host_exit_us[host] != old_exit:
+                changed.append(host)
+        if self._interval_us:
+            self._schedule(hosts, now_us)
+        return changed
+
+    def _hosts_due(self, now_us: int) -> list:
+        """The used hosts to repredict at `now_us`, ascending."""
+        host_vms = self._pool.host_vms
+        if self._interval_us == 0:
+            return [h for h in range(self._pool.num_hosts) if host_vms[h]]
+        hosts = self._dirty
+        self._dirty = set()
+        due, due_us = self._due, self._due_us
+        while due and due[0][0] <= now_us:
+            time_us, host = due.popleft()
+            if due_us[host] == time_us:
+                hosts.add(host)
+        exits, exit_us = self._exits, self._pool.host_exit_us
+        while exits and exits[0][0] < now_us:
+            time_us, host = heapq.heappop(exits)
+            if exit_us[host] == time_us:
+                hosts.add(host)
+        return sorted(filter(host_vms.__getitem__, hosts))
+
+    def _schedule(self, hosts: list, now_us: int) -> None:
+        """Records the repredictions of `hosts` at `now_us`: next due time and, if earlier,
+        exit."""
+        due_at = now_us + self._interval_us
+        due_us, due, exits, exit_us = self._due_us, self._due, self._exits, self._pool.host_exit_us
+        for host in hosts:
+            due_us[host] = due_at
+            due.append((due_at, host))
+            if exit_us[host] < due_at:
+                heapq.heappush(exits, (exit_us[host], host))
+        num_hosts = self._pool.num_hosts
+        if len(exits) > 4 * num_hosts:
+            host_vms = self._pool.host_vms
+            self._exits = [(exit_us[h], h) for h in range(num_hosts) if host_vms[h]]
+            heapq.heapify(self._exits)
+        if len(due) > 4 * num_hosts:
+            self._due = collections.deque(sorted(
+                (t, h) for h, t in enumerate(due_us) if t is not None))

@@ -1,0 +1,343 @@
+"""Event-driven replay of one pool's VM arrivals and exits under a placement policy.
+
+Papers 000/001 §5.1 and App. F; 003 §5.2. Events, in time order; at equal times in this
+order: VM exits, migration completions (LARS), policy timers (LAVA host deadlines), VM
+arrivals (placed, or counted as failed), metric samples, defragmentation checks (LARS).
+Ties within a kind go by VM or host index, so a replay is deterministic for its inputs (and
+the seeds inside its lifetime source and defragmenter).
+
+Warm-up (001 App. F): VMs that arrived before `start_us` and are still alive then are placed
+first, in arrival order, by Best-Fit; then the policy under test takes over and metrics start
+`warmup_s` later.
+
+Censored VMs (still running at the trace end, exit unknown) must be given an exit at or
+after `end_us` (`PlacementTrace.from_arrays` uses `end_us`): the replay stops at `end_us`,
+so they never exit within it, and the oracle sees their censored lifetime, a lower bound.
+
+Before every placement decision, a repredicting lifetime source refreshes the exit
+estimates of the hosts that are due (`HostExitCache`); the VM's own prediction at arrival
+comes from one batched call for all VMs made before the replay starts.
+"""
+
+import dataclasses
+import heapq
+from typing import Dict, Optional
+
+import numpy as np
+
+from policies.best_fit import BestFit
+from policies.lars import Lars
+from policies.replay.lifetime_source import (HostExitCache, LifetimeSource, OneShotLifetimes,
+                                      to_exit_us)
+from policies.replay.metrics import InflationMix, PlacementMetrics
+from policies.policy import PlacementPolicy
+from policies.replay.pool import PoolSpec, PoolState
+
+US_PER_S = 1_000_000
+# Event kinds, in their order at equal times. Arrivals come from the sorted trace arrays.
+EXIT, MIGRATION_DONE, TIMER, ARRIVAL, SAMPLE, DEFRAG_CHECK = range(6)
+# host_of_vm values besides host indexes.
+FAILED = -1
+NOT_REPLAYED = -2
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementTrace:
+    """The VMs of one pool: arrival_us int64[V], exit_us int64[V], demand float64[V, D]."""
+    arrival_us: np.ndarray
+    exit_us: np.ndarray
+    demand: np.ndarray
+
+    def __post_init__(self):
+        arrival = np.asarray(self.arrival_us, dtype=np.int64)
+        exit_ = np.asarray(self.exit_us, dtype=np.int64)
+        demand = np.asarray(self.demand, dtype=np.float64)
+        if arrival.ndim != 1 or exit_.shape != arrival.shape or demand.ndim != 2 \
+                or len(demand) != len(arrival):
+            raise ValueError("need arrival_us[V], exit_us[V] and demand[V, D]")
+        if np.any(exit_ < arrival):
+            raise ValueError("a VM exits before it arrives")
+        if np.any(demand < 0) or not np.all(np.isfinite(demand)):
+            raise ValueError("demand must be finite and non-negative")
+        object.__setattr__(self, "arrival_us", arrival)
+        object.__setattr__(self, "exit_us", exit_)
+        object.__setattr__(self, "demand", demand)
+
+    def __len__(self) -> int:
+        return len(self.arrival_us)
+
+    @classmethod
+    def from_arrays(cls, arrival_us, exit_us, demand, end_us: Optional[int] = None
+                    ) -> "PlacementTrace":
+        """Builds a trace; `exit_us` may be float with NaN for censored VMs, which then exit
+        at `end_us` (default: the last arrival)."""
+        arrival_us = np.asarray(arrival_us, dtype=np.int64)
+        exit_float = np.asarray(exit_us, dtype=np.float64)
+        censored = np.isnan(exit_float)
+        if end_us is None:
+            end_us = int(arrival_us.max())
+        exits = np.where(censored, np.maximum(end_us, arrival_us), np.nan_to_num(exit_float))
+        return cls(arrival_us, exits.astype(np.int64), demand)
+
+    def lifetime_s(self) -> np.ndarray:
+        """True (or censored) lifetimes in seconds, for the oracle."""
+        return (self.exit_us - self.arrival_us) / US_PER_S
+
+
+@dataclasses.dataclass
+class PlacementResult:
+    """Outcome of one replay.
+
+    host_of_vm: int32[V], the host each VM was first placed on, FAILED (-1) if none fit,
+      NOT_REPLAYED (-2) if it arrived after `end_us` or ended before `start_us`.
+    timeseries, summary: see policies.replay.metrics; the summary also holds the replay's counts
+      (warmup_vms, warmup_failed, migrations..., predictions, prediction_batches).
+    """
+    policy: str
+    host_of_vm: np.ndarray
+    timeseries: Dict[str, np.ndarray]
+    summary: Dict[str, float]
+
+
+def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy,
+             lifetimes: LifetimeSource, *, start_us: Optional[int] = None,
+             end_us: Optional[int] = None, warmup_s: float = 2 * 86400.0,
+             sample_period_s: float = 300.0, refresh_interval_s: float = 900.0,
+             inflation_mix: Optional[InflationMix] = None, stranding_every: int = 12,
+             lars: Optional[Lars] = None, weights=None) -> PlacementResult:
+    """Replays `trace` on `pool_spec` with `policy` and returns decisions and metrics.
+
+    Args:
+      lifetimes: the lifetime source; a one-shot policy (LA) gets it wrapped in
+        OneShotLifetimes.
+      start_us, end_us: replay window (default: first and last arrival).
+      warmup_s: metrics start this long after `start_us` (001 App. F: two days).
+      sample_period_s: time between metric samples.
+      refresh_interval_s: HostExitCache refresh interval for repredicting sources.
+      inflation_mix, stranding_every: stranding by inflation every n-th sample (None: off).
+      lars: optional defragmenter.
+      weights: Best-Fit dimension weights (PoolState default if None).
+    """
+    replay = _Replay(trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
+                     sample_period_s, refresh_interval_s, inflation_mix, stranding_every,
+                     lars, weights)
+    return replay.run()
+
+
+class _Replay:
+    """State of one replay; `run` is the event loop."""
+
+    def __init__(self, trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
+                 sample_period_s, refresh_interval_s, inflation_mix, stranding_every, lars,
+                 weights):
+        if sample_period_s <= 0 or warmup_s < 0:
+            raise ValueError("sample_period_s must be > 0 and warmup_s >= 0")
+        if trace.demand.shape[1] != pool_spec.capacity.shape[1]:
+            raise ValueError("trace and pool have different resource dimensions")
+        self.trace = trace
+        self.policy = policy
+        if policy.one_shot and lifetimes.repredicts:
+            lifetimes = OneShotLifetimes(lifetimes, len(trace))
+        self.lifetimes = lifetimes
+        arrival = trace.arrival_us
+        self.start_us = int(arrival.min()) if start_us is None else int(start_us)
+        self.end_us = int(arrival.max()) if end_us is None else int(end_us)
+        self.metrics_start_us = self.start_us + int(warmup_s * US_PER_S)
+        self.sample_period_us = int(sample_period_s * US_PER_S)
+        self.pool = PoolState(pool_spec, weights, smallest_demand=trace.demand.min(axis=0))
+        # Per-VM demand tuples; zipping the columns is several times faster than a tuple
+        # per row.
+        self.demands = list(zip(*trace.demand.T.tolist()))
+        self.cache = (HostExitCache(lifetimes, arrival, refresh_interval_s)
+                      if lifetimes.repredicts else None)
+        self.metrics = PlacementMetrics(self.pool, inflation_mix, stranding_every)
+        self.lars = lars
+        self.events = []
+        self.host_of_vm = np.full(len(trace), NOT_REPLAYED, dtype=np.int32)
+        # Counts since metrics started.
+        self.placements = 0
+        self.failed = 0
+        self.migrations_before_metrics = None
+
+    def schedule_timer(self, time_us: int, host: int) -> None:
+        heapq.heappush(self.events, (time_us, TIMER, host))
+
+    def schedule_migration_done(self, time_us: int, vm: int) -> None:
+        heapq.heappush(self.events, (time_us, MIGRATION_DONE, vm))
+
+    def host_changed(self, host: int) -> None:
+        if self.cache is not None:
+            self.cache.touch(host)
+
+    def _warm_up(self) -> Dict[str, int]:
+        """Places the VMs alive at `start_us` with Best-Fit, in arrival order."""
+        trace, start = self.trace, self.start_us
+        alive = np.flatnonzero((trace.arrival_us < start) & (trace.exit_us > start))
+        alive = alive[np.argsort(trace.arrival_us[alive], kind="stable")]
+        if not len(alive):
+            return {"warmup_vms": 0, "warmup_failed": 0}
+        uptime_s = (start - trace.arrival_us[alive]) / US_PER_S
+        exits = to_exit_us(start, self.lifetimes.predict_remaining_s(alive, uptime_s)).tolist()
+        baseline = BestFit()
+        baseline.bind(self.pool, self.schedule_timer, start)
+        failed = 0
+        for vm, exit_us in zip(alive.tolist(), exits):
+            demand = self.demands[vm]
+            host = baseline.select(vm, demand, exit_us, start)
+            if host < 0:
+                failed += 1
+                self.host_of_vm[vm] = FAILED
+                continue
+            self.pool.place(vm, host, demand, exit_us)
+            baseline.placed(vm, host, start)
+            self.host_of_vm[vm] = host
+        return {"warmup_vms": len(alive), "warmup_failed": failed}
+
+    def _exit_stream(self):
+        """(exit_us, vm) lists, sorted, of every VM that may exit inside the replay after
+        its arrival, closed by a sentinel past `end_us`.
+
+        Exit times are known up front, so they need no heap: the event loop merges this
+        sorted stream with the heap of the other events, and skips the VMs never placed.
+        A VM exiting at its arrival time goes through the heap instead, after its placement.
+        """
+        trace = self.trace
+        exit_us = trace.exit_us
+        vms = np.flatnonzero((exit_us > trace.arrival_us) & (exit_us > self.start_us)
+                             & (exit_us <= self.end_us))
+        vms = vms[np.argsort(exit_us[vms], kind="stable")]
+        return exit_us[vms].tolist() + [self.end_us + 1], vms.tolist() + [-1]
+
+    def _exit(self, vm: int, now_us: int) -> None:
+        host = self.pool.remove(vm, self.demands[vm])
+        self.policy.removed(vm, host, now_us)
+        if self.cache is not None:
+            self.cache.touch(host)
+        if self.lars is not None:
+            self.lars.vm_exited(vm, host, now_us)
+
+    def run(self) -> PlacementResult:
+        trace, pool, policy = self.trace, self.pool, self.policy
+        cache, lars = self.cache, self.lars
+        warmup_counts = self._warm_up()
+        policy.bind(pool, self.schedule_timer, self.start_us)
+        if cache is not None:
+            cache.bind(pool)
+        if lars is not None:
+            lars.bind(pool, policy, self.demands, self.schedule_migration_done,
+                      self.host_changed)
+            heapq.heappush(self.events, (self.start_us, DEFRAG_CHECK, 0))
+        if self.metrics_start_us <= self.end_us:
+            heapq.heappush(self.events, (self.metrics_start_us, SAMPLE, 0))
+
+        arrival = trace.arrival_us
+        replayed = np.flatnonzero((arrival >= self.start_us) & (arrival <= self.end_us))
+        replayed = replayed[np.argsort(arrival[replayed], kind="stable")]
+        arrivals = arrival[replayed]
+        exits = to_exit_us(arrivals, self.lifetimes.predict_remaining_s(
+            replayed, np.zeros(len(replayed))))
+
+        events, demands = self.events, self.demands
+        end_us, metrics_start = self.end_us, self.metrics_start_us
+        heappush, heappop = heapq.heappush, heapq.heappop
+        select, placed, place = policy.select, policy.placed, pool.place
+        remove, removed, vm_host = pool.remove, policy.removed, pool.vm_host
+        exit_times, exit_vms = self._exit_stream()
+        next_pos = 0
+        next_exit_us = exit_times[0]
+        # Decisions in replay order (select's -1 is FAILED), stored into host_of_vm at the
+        # end: cheaper than numpy item writes.
+        decisions = []
+        decide = decisions.append
+        for vm, now, exit_us, true_exit_us in zip(replayed.tolist(), arrivals.tolist(),
+                                                   exits.tolist(),
+                                                   trace.exit_us[replayed].tolist()):
+            before_arrival = (now, ARRIVAL)
+            while True:
+                # The next event: the stream's exit or the heap's head, in (time, kind, key)
+                # order; only events before this arrival.
+                if next_exit_us <= now and (not events or next_exit_us < events[0][0] or (
+                        next_exit_us == events[0][0]
+                        and (EXIT, exit_vms[next_pos]) < events[0][1:])):
+                    gone = exit_vms[next_pos]
+                    exit_time_us = next_exit_us
+                    next_pos += 1
+                    next_exit_us = exit_times[next_pos]
+                    if gone not in vm_host:
+                        continue
+                    if lars is None:
+                        # The common event, inlined (same as _exit).
+                        host = remove(gone, demands[gone])
+                        removed(gone, host, exit_time_us)
+                        if cache is not None:
+                            cache.touch(host)
+                    else:
+                        self._exit(gone, exit_time_us)
+                elif events and events[0] < before_arrival:
+                    self._dispatch(heappop(events))
+                else:
+                    break
+            if cache is not None:
+                for host in cache.refresh(now):
+                    policy.update(host, now)
+            demand = demands[vm]
+            host = select(vm, demand, exit_us, now)
+            decide(host)
+            if host < 0:
+                self.failed += now >= metrics_start
+                continue
+            place(vm, host, demand, exit_us)
+            placed(vm, host, now)
+            if cache is not None:
+                cache.touch(host)
+            self.placements += now >= metrics_start
+            if true_exit_us == now:
+                heappush(events, (now, EXIT, vm))
+        self.host_of_vm[replayed] = decisions
+        while True:
+            if next_exit_us <= end_us and (not events or next_exit_us < events[0][0] or (
+                    next_exit_us == events[0][0]
+                    and (EXIT, exit_vms[next_pos]) < events[0][1:])):
+                gone = exit_vms[next_pos]
+                exit_time_us = next_exit_us
+                next_pos += 1
+                next_exit_us = exit_times[next_pos]
+                if gone in vm_host:
+                    self._exit(gone, exit_time_us)
+            elif events and events[0][0] <= end_us:
+                self._dispatch(heappop(events))
+            else:
+                break
+
+        summary = self.metrics.summary()
+        summary.update(warmup_counts)
+        if lars is not None:
+            summary.update(lars_migrations=lars.migrations,
+                           lars_saved_migrations=lars.saved_migrations,
+                           lars_failed_migrations=lars.failed_migrations,
+                           lars_drained_hosts=lars.drained_hosts)
+        if cache is not None:
+            summary.update(predictions=cache.num_predictions,
+                           prediction_batches=cache.num_batches)
+        return PlacementResult(policy.name, self.host_of_vm, self.metrics.timeseries(), summary)
+
+    def _dispatch(self, event) -> None:
+        now, kind, key = event
+        if kind == EXIT:
+            self._exit(key, now)
+        elif kind == TIMER:
+            self.policy.on_timer(key, now)
+        elif kind == MIGRATION_DONE:
+            self.lars.migration_done(key, now)
+        elif kind == SAMPLE:
+            migrations = 0 if self.lars is None else self.lars.migrations
+            if self.migrations_before_metrics is None:
+                self.migrations_before_metrics = migrations
+            self.metrics.sample(now, self.placements, self.failed,
+                                migrations - self.migrations_before_metrics)
+            if now + self.sample_period_us <= self.end_us:
+                heapq.heappush(self.events, (now + self.sample_period_us, SAMPLE, 0))
+        elif kind == DEFRAG_CHECK:
+            self.lars.check(now)
+            if now + self.lars.check_period_us <= self.end_us:
+                heapq.heappush(self.events, (now + self.lars.check_period_us, DEFRAG_CHECK, 0))

@@ -1,0 +1,99 @@
+"""ARIMA forecaster with a safe-guard buffer (paper 002 §III-A.1, §III-B).
+
+The model is statsmodels' ARIMA on the warm tasks' usage-to-limit ratio history (see
+`HistoryForecaster`); among candidate (p, d, q) orders the lowest-AIC fit is kept, the
+paper's automatic order selection restricted to a given grid.
+
+Fitting is the expensive part (tens of ms), so the model is refitted only every
+`refit_every_steps` steps: a fit at step r forecasts the next `refit_every_steps` steps at once
+(mean and predictive variance of each, statsmodels `get_forecast`), and step r + j advertises
+the forecast for step r + j + 1. The predictive variance grows with j, and so does the
+buffer. A fit is attempted at the first step with enough history and whenever the current
+path is used up; until one succeeds the warm tasks count at their limit. Steps are counted
+as machine steps (a gap in the machine's times is not a step).
+"""
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+from statsmodels.tsa.arima.model import ARIMA
+
+from predictors.peak.peak_predictor import HistoryForecaster
+
+
+class ArimaForecaster(HistoryForecaster):
+    """ARIMA forecast + k1 * limit + k2 * uncertainty.
+
+    Args:
+      orders: candidate (p, d, q) orders; the lowest AIC wins at every refit.
+      num_history_samples: history the model is fitted on (samples).
+      refit_every_steps: steps between refits (each fit forecasts that many steps).
+      min_fit_samples: shortest history a model is fitted on.
+      k1, k2: buffer coefficients (paper 002 §V: 0.05 and 3).
+      uncertainty: 'variance' (the paper's V) or 'std' of the forecast ratio.
+      min_num_samples: warm-up length of a task run (samples).
+      cap_to_limit: cap every sample at its limit first.
+    """
+
+    def __init__(self, orders: Sequence[tuple[int, int, int]] = ((1, 1, 1),),
+                 num_history_samples: int = 120, refit_every_steps: int = 12,
+                 min_fit_samples: int = 24, k1: float = 0.05, k2: float = 3.0,
+                 uncertainty: str = "variance", min_num_samples: int = 24,
+                 cap_to_limit: bool = False):
+        super().__init__(num_history_samples, refit_every_steps, min_fit_samples, k1, k2,
+                         uncertainty, min_num_samples, cap_to_limit)
+        if not orders:
+            raise ValueError("orders must name at least one (p, d, q)")
+        self.orders = [tuple(int(v) for v in order) for order in orders]
+
+    def forecast_path(self, series: np.ndarray):
+        """Fits the candidate orders on `series` (float64[n], oldest first).
+
+        Returns (mean, variance), both float64[refit_every_steps], of the lowest-AIC model, or
+        None when no candidate fits or the forecast is not finite.
+        """
+        best_aic, best = np.inf, None
+        with warnings.catch_warnings():
+            # Short or flat windows make statsmodels warn about convergence and
+            # non-stationary starting values; the AIC already ranks such fits.
+            warnings.simplefilter("ignore")
+            for order in self.orders:
+                try:
+                    fitted = ARIMA(series, order=order).fit()
+                except (np.linalg.LinAlgError, ValueError):
+                    continue
+                if np.isfinite(fitted.aic) and fitted.aic < best_aic:
+                    best_aic, best = fitted.aic, fitted
+            if best is None:
+                return None
+            forecast = best.get_forecast(self.refit_every_steps)
+            mean = np.asarray(forecast.predicted_mean, dtype=np.float64)
+            variance = np.asarray(forecast.var_pred_mean, dtype=np.float64)
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(variance))):
+            return None
+        return mean, variance
+
+    def new_schedule(self) -> "ArimaSchedule":
+        return ArimaSchedule(self)
+
+
+class ArimaSchedule:
+    """Per-machine refit schedule of an ArimaForecaster (see the module docstring)."""
+
+    def __init__(self, forecaster: ArimaForecaster):
+        self.forecaster = forecaster
+        self.fit_step = None
+        self.path = None
+
+    def forecast(self, step: int, step_times_us: np.ndarray, series: np.ndarray):
+        """(mean, variance) of the ratio after `step`, or None; call with increasing steps."""
+        if self.path is None or step - self.fit_step >= self.forecaster.refit_every_steps:
+            self.path = None
+            if len(series) >= self.forecaster.min_fit_samples:
+                self.path = self.forecaster.forecast_path(series)
+                self.fit_step = step
+        if self.path is None:
+            return None
+        ahead = step - self.fit_step
+        return float(self.path[0][ahead]), float(self.path[1][ahead])

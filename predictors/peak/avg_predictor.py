@@ -1,0 +1,28 @@
+"""Per-task average predictor (reference simulator avg_predictor.py).
+
+Sum over the warm tasks of each task's mean usage over its whole current run, optionally
+capped at the limit of each sample.
+"""
+
+import numpy as np
+
+from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.peak_predictor import WarmupPeakPredictor
+
+
+class AvgPredictor(WarmupPeakPredictor):
+    """Sum of per-task running means.
+
+    Args:
+      min_num_samples: warm-up length (samples) of a task run.
+      cap_to_limit: cap every sample at its limit before averaging.
+    """
+
+    def __init__(self, min_num_samples: int = 24, cap_to_limit: bool = False):
+        super().__init__(min_num_samples)
+        self.cap_to_limit = cap_to_limit
+
+    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+        usage = samples.capped_usage if self.cap_to_limit else samples.usage
+        running_mean = samples.run_scan(usage, np.add) / samples.run_position
+        return samples.per_step_sum(np.where(warm, running_mean, 0.0))
