@@ -10,11 +10,11 @@ which is what 003 Example 1 needs: k long VMs share one host instead of one host
 import math
 from typing import Sequence
 
+from configs.units import US_PER_S
 from policies.best_fit import UsedOrEmptyPolicy
 from policies.policy import ScheduleTimer
 from policies.replay.pool import PoolState
 
-US_PER_S = 1_000_000
 
 
 class ClassFirstFit(UsedOrEmptyPolicy):

@@ -14,10 +14,10 @@ is opened only when no used host fits. LA-Binary has one threshold, 2 hours.
 import bisect
 from typing import Sequence
 
+from configs.units import US_PER_S
 from policies.best_fit import UsedOrEmptyPolicy
 from policies.replay.host_index import NO_HOST
 
-US_PER_S = 1_000_000
 LA_BINARY_THRESHOLDS_S = (7200,)
 # The multi-class LA of paper 003 App. B.3: doubling class widths, 15 * 2^i minutes.
 LA_MULTI_CLASS_THRESHOLDS_S = tuple(15 * 60 * 2 ** i for i in range(9))

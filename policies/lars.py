@@ -22,10 +22,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from configs.units import US_PER_S
 from policies.policy import PlacementPolicy
 from policies.replay.pool import PoolState
 
-US_PER_S = 1_000_000
 
 
 class Lars:

@@ -32,12 +32,12 @@ import bisect
 import operator
 from typing import Sequence
 
+from configs.units import US_PER_S
 from policies.replay.host_index import NO_HOST, HostGroups
 from policies.nilas import LAST_LEVEL, best_host_by_temporal_cost
 from policies.policy import PlacementPolicy, ScheduleTimer
 from policies.replay.pool import PoolState, used_above_room
 
-US_PER_S = 1_000_000
 # Upper bound of each lifetime class in seconds (LC1..LC4).
 LAVA_CLASS_BOUNDS_S = (3600, 36000, 360000, 3600000)
 NUM_CLASSES = len(LAVA_CLASS_BOUNDS_S)

@@ -16,10 +16,10 @@ levels from 0 upward and runs a range-restricted Best-Fit in each level that has
 import bisect
 from typing import Sequence, Tuple
 
+from configs.units import US_PER_S
 from policies.best_fit import UsedOrEmptyPolicy
 from policies.replay.host_index import NO_HOST, HostIndex
 
-US_PER_S = 1_000_000
 TEMPORAL_COST_BUCKETS_S = (0, 1800, 3600, 5400, 7200, 10800, 14400, 21600, 43200, 86400, 604800)
 _BUCKETS_US = [b * US_PER_S for b in TEMPORAL_COST_BUCKETS_S]
 _LEVEL_1_US = _BUCKETS_US[1]

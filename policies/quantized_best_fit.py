@@ -13,12 +13,12 @@ DPBFR uses `long_lived_num_buckets` (finer) buckets for VMs predicted to live at
 
 from typing import Optional, Sequence
 
+from configs.units import US_PER_S
 from policies.best_fit import UsedOrEmptyPolicy
 from policies.replay.host_index import NO_HOST
 from policies.policy import ScheduleTimer
 from policies.replay.pool import PoolState
 
-US_PER_S = 1_000_000
 
 
 def bucket_of(score: float, weighted_size: float, span: float, num_buckets: int) -> int:

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from pipelines.sources import google_v3, join  # noqa: E402
 
 import synthetic
-from pipelines.io.readers import CHUNK_ROWS, RowChunk, iter_lines, json_chunks  # noqa: E402
+from pipelines.io.readers import CHUNK_ROWS, iter_lines, json_chunks  # noqa: E402
 from tests.reference import join as reference  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 

@@ -55,10 +55,9 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-US_PER_S = 1_000_000
+from configs.units import DAY_US, HOUR_US, US_PER_S
+
 WINDOW_US = 300 * US_PER_S
-HOUR_US = 3600 * US_PER_S
-DAY_US = 24 * HOUR_US
 MAX_LIFETIME_US = 30 * DAY_US
 MIN_LIFETIME_US = 10 * US_PER_S
 # The placer counts resources in integer units of 1e-5 machine: exact capacity accounting,

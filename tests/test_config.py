@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from configs import fleetcast_pb2
 from pipelines import config as run_config
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

@@ -1,7 +1,6 @@
 """The usage/event as-of join: exact on hand-made cases, equal to brute force on random ones."""
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from pipelines.sources import google_v3, join

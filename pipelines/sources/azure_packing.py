@@ -19,12 +19,13 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
+from configs.units import DAY_US
 from pipelines import schemas
 from pipelines.io.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, SplitByTag, counts,
                                     dead_letter_table)
 
 SOURCE = "azure_packing_2020"
-DAY_US = 86_400 * 1_000_000
+
 CHUNK_ROWS = 50_000
 
 

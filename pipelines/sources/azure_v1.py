@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs.units import US_PER_S
 from pipelines import schemas
 
 from pipelines.io import sharding
@@ -30,7 +31,7 @@ VMTABLE_COLUMNS = ("vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdel
                    "avgcpu", "p95maxcpu", "vmcategory", "vmcorecount", "vmmemory")
 READINGS_COLUMNS = ("timestamp", "vmid", "mincpu", "maxcpu", "avgcpu")
 WINDOW_US = 300_000_000
-SECOND_US = 1_000_000
+
 
 VMTABLE = pa.schema([
     ("vmid", pa.string()), ("subscription_id", pa.string()), ("deployment_id", pa.string()),
@@ -66,7 +67,7 @@ def _size(value, field: str):
 def _seconds_to_us(value, field: str, required: bool):
     """Seconds (fractional in some exports) → integer µs."""
     seconds = to_float(value, field, required=required, min_value=0)
-    return None if seconds is None else int(round(seconds * SECOND_US))
+    return None if seconds is None else int(round(seconds * US_PER_S))
 
 
 def _percent(value, field: str, required: bool):

@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs.units import US_PER_S
 from configs import fleetcast_pb2
 from pipelines import schemas
 from pipelines.io import sharding
@@ -78,7 +79,6 @@ CELL_METRICS = "overcommit_cell_metrics"
 SUMMARY = "overcommit_summary"
 OVERCOMMIT_COUNTS = "overcommit_counts"
 CELL = "cell"
-US_PER_S = 1_000_000
 # Summary rows: the per-machine metrics (over machines) and the cell's savings (over time).
 MACHINE_METRIC_NAMES = ("violation_rate", "violation_severity", "savings_ratio")
 CELL_METRIC_NAME = "cell_savings_ratio"

@@ -53,7 +53,6 @@ SOURCE = "placement"
 TIMESERIES = "placement_timeseries"
 SUMMARY = "placement_summary"
 POOLS = "pools"
-US_PER_S = 1_000_000
 Policy = fleetcast_pb2.PlacementConfig.Policy
 LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
 NO_DEFRAG = "none"

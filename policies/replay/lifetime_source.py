@@ -32,10 +32,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from configs.units import US_PER_S
 from predictors.lifetime.noisy_oracle import NoisyOracle
 from policies.replay.pool import PoolState
 
-US_PER_S = 1_000_000
 
 
 class LifetimeSource(Protocol):

@@ -25,6 +25,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from configs.units import US_PER_S
 from policies.best_fit import BestFit
 from policies.lars import Lars
 from policies.replay.lifetime_source import (HostExitCache, LifetimeSource, OneShotLifetimes,
@@ -33,7 +34,6 @@ from policies.replay.metrics import InflationMix, PlacementMetrics
 from policies.policy import PlacementPolicy
 from policies.replay.pool import PoolSpec, PoolState
 
-US_PER_S = 1_000_000
 # Event kinds, in their order at equal times. Arrivals come from the sorted trace arrays.
 EXIT, MIGRATION_DONE, TIMER, ARRIVAL, SAMPLE, DEFRAG_CHECK = range(6)
 # host_of_vm values besides host indexes.

@@ -18,12 +18,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from configs.units import US_PER_S
 from policies.la import LA_BINARY_THRESHOLDS_S
 from policies.lava import LAVA_CLASS_BOUNDS_S
 from policies.nilas import TEMPORAL_COST_BUCKETS_S
 from policies.replay.pool import FIT_TOLERANCE, PoolSpec, used_above_room
 
-US_PER_S = 1_000_000
 EMPTY, OPEN, RECYCLING = 0, 1, 2
 POLICIES = ("best_fit", "pbfr", "la", "class_first_fit", "nilas", "lava")
 
