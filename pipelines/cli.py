@@ -109,12 +109,13 @@ def _validate(args):
     config = run_config.load_config(args.config)
     name = run_config.config_name(config, args.config)
     stages = ["source: " + (config.WhichOneof("source") or "loaded tables")]
-    if config.fortune_teller:
-        stages.append(f"overcommit: {len(config.fortune_teller)} fortune tellers")
+    if config.HasField("overcommit"):
+        stages.append(f"overcommit: {len(config.overcommit.fortune_teller)} fortune tellers")
     if config.HasField("lifetime_model"):
         stages.append("lifetime model")
     if config.HasField("placement"):
-        stages.append(f"placement: {len(config.placement.policy)} policies")
+        policies = len(config.placement.policy) + len(config.placement.policy_plugin)
+        stages.append(f"placement: {policies} policies")
     print(f"{args.config}: valid config {name!r} ({'; '.join(stages)})")
     return 0
 

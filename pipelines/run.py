@@ -17,15 +17,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pipeline import PipelineVisitor
 
-from configs import fleetcast_pb2
-from pipelines.sources import azure_packing, azure_v1, google_v3
-from pipelines.io import coders, sinks
 from pipelines import schemas
+from pipelines.io import coders, sinks
 from pipelines.io.dead_letters import SummarizeCounts
-
-SYNTHETIC_TRACE_DIR = "synthetic_trace"
-GOOGLE_V3_TABLES = ("instance_events", "instance_usage", "machine_events",
-                    "collection_events")
+from pipelines.sources.registry import SOURCES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,24 +46,6 @@ class OutputSpec:
         return sinks.WriteTables(bigquery_dataset=self.bigquery_dataset)
 
 
-def synthetic_as_google_v3(config, work_dir: str) -> fleetcast_pb2.GoogleV3Source:
-    """Generates the configured synthetic trace under work_dir and returns the source that
-    reads it (the same Google v3 files a user would export)."""
-    import synthetic  # the generator is only needed for this source
-
-    trace_dir = FileSystems.join(work_dir, SYNTHETIC_TRACE_DIR)
-    options = config.synthetic
-    kwargs = dict(machines=options.machines, days=options.days, seed=options.seed)
-    if options.HasField("arrival_rate_per_machine_hour"):
-        kwargs["arrival_rate_per_machine_hour"] = options.arrival_rate_per_machine_hour
-    sinks.clear_dir(trace_dir)
-    synthetic.generate(trace_dir, **kwargs)
-    source = fleetcast_pb2.GoogleV3Source()
-    for table in GOOGLE_V3_TABLES:
-        getattr(source, table).path = FileSystems.join(trace_dir, table, "*")
-    return source
-
-
 class ReadCanonicalTables(beam.PTransform):
     """RunConfig → {machines, instances, usage, dead_letters, source_counts} PCollections of
     Arrow tables, from the configured source or from loaded intermediate tables.
@@ -83,17 +60,10 @@ class ReadCanonicalTables(beam.PTransform):
         self._work_dir = work_dir
 
     def _source(self):
-        config = self._config
-        which = config.WhichOneof("source")
-        if which == "google_v3":
-            return google_v3.ReadGoogleV3(config.google_v3)
-        if which == "synthetic":
-            return google_v3.ReadGoogleV3(synthetic_as_google_v3(config, self._work_dir))
-        if which == "azure_v1":
-            return azure_v1.ReadAzureV1(config.azure_v1)
-        if which == "azure_packing_2020":
-            return azure_packing.ReadAzurePacking2020(config.azure_packing_2020)
-        return None
+        which = self._config.WhichOneof("source")
+        if which is None:
+            return None
+        return SOURCES[which].read(getattr(self._config, which), self._work_dir)
 
     def expand(self, pbegin):
         source = self._source()
@@ -128,9 +98,9 @@ def stages(config, work_dir: str):
     run's one dead-letter table.
     """
     configured = []
-    if config.fortune_teller:
+    if config.HasField("overcommit"):
         from pipelines.stages.overcommit import OvercommitStage
-        configured.append(("Overcommit", OvercommitStage(config)))
+        configured.append(("Overcommit", OvercommitStage(config.overcommit)))
     if config.HasField("lifetime_model"):
         from pipelines.stages.lifetime import LifetimeStage  # LightGBM only when the stage runs
         configured.append(("Lifetime", LifetimeStage(config.lifetime_model, work_dir)))
@@ -167,10 +137,10 @@ def loaded_columns(config, name: str):
     """
     if name != "usage" or getattr(config, name).HasField("output"):
         return None
-    if not config.fortune_teller:
+    if not config.HasField("overcommit"):
         return None
     from pipelines.stages.overcommit import OvercommitStage
-    return OvercommitStage.usage_columns(config)
+    return OvercommitStage.usage_columns(config.overcommit)
 
 
 def absent_tables(config):

@@ -8,8 +8,8 @@ smallest that fits.
 
 from typing import Sequence
 
-from policies.replay.host_index import NO_HOST, HostGroups
 from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.replay.host_index import NO_HOST, HostGroups
 from policies.replay.pool import PoolState
 
 # Group keys of `UsedOrEmptyPolicy`: whether the host holds anything.

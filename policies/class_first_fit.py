@@ -16,7 +16,6 @@ from policies.policy import ScheduleTimer
 from policies.replay.pool import PoolState
 
 
-
 class ClassFirstFit(UsedOrEmptyPolicy):
     """Algorithm 1 of paper 003 with classes in powers of two of `time_unit_s`."""
 

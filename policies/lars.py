@@ -27,7 +27,6 @@ from policies.policy import PlacementPolicy
 from policies.replay.pool import PoolState
 
 
-
 class Lars:
     """Defragmenter driven by the replay (`check`, `migration_done`, `vm_exited`).
 

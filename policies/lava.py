@@ -33,9 +33,9 @@ import operator
 from typing import Sequence
 
 from configs.units import US_PER_S
-from policies.replay.host_index import NO_HOST, HostGroups
 from policies.nilas import LAST_LEVEL, best_host_by_temporal_cost
 from policies.policy import PlacementPolicy, ScheduleTimer
+from policies.replay.host_index import NO_HOST, HostGroups
 from policies.replay.pool import PoolState, used_above_room
 
 # Upper bound of each lifetime class in seconds (LC1..LC4).

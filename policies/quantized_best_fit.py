@@ -15,10 +15,9 @@ from typing import Optional, Sequence
 
 from configs.units import US_PER_S
 from policies.best_fit import UsedOrEmptyPolicy
-from policies.replay.host_index import NO_HOST
 from policies.policy import ScheduleTimer
+from policies.replay.host_index import NO_HOST
 from policies.replay.pool import PoolState
-
 
 
 def bucket_of(score: float, weighted_size: float, span: float, num_buckets: int) -> int:

@@ -23,12 +23,12 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pipelines.sources import google_v3, join  # noqa: E402
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 import synthetic
 from pipelines.io.readers import CHUNK_ROWS, iter_lines, json_chunks  # noqa: E402
+from pipelines.sources import google_v3, join  # noqa: E402
 from tests.reference import join as reference  # noqa: E402
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 
 def parse_table(trace_dir: str, table: str, parser) -> pa.Table:

@@ -27,32 +27,19 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from predictors.lifetime.examples import DAY_S, default_observation_end_us, label_known, \
-    make_uptime_examples  # noqa: E402
-from predictors.lifetime.uptime_model import RemainingLifetimeCache, \
-    UptimeLifetimeModel  # noqa: E402
+from predictors.lifetime.examples import (
+    DAY_S,
+    default_observation_end_us,
+    label_known,
+    make_uptime_examples,  # noqa: E402
+)
+from predictors.lifetime.uptime_model import (
+    RemainingLifetimeCache,
+    UptimeLifetimeModel,  # noqa: E402
+)
+from tests.helpers import AZURE_VMTABLE, load_azure_instances  # noqa: E402
 
-VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                       "azure_v1_vmtable_a.csv.gz")
 CAP_S = DAY_S
-COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
-           "avgcpu", "p95maxcpu", "vmcategory", "vmcorecount", "vmmemory"]
-
-
-def azure_instances(path: str) -> pd.DataFrame:
-    raw = pd.read_csv(path, header=None, names=COLUMNS)
-    instances = pd.DataFrame({
-        "instance_id": raw["vmid"].astype(str),
-        "start_time": np.round(raw["vmcreated"].to_numpy() * 1e6).astype(np.int64),
-        "end_time": pd.array(np.round(raw["vmdeleted"].to_numpy() * 1e6), dtype="Int64"),
-        "cpu_request": raw["vmcorecount"].astype(np.float64),
-        "memory_request": raw["vmmemory"].astype(np.float64),
-        "pool": "azure",
-        "deployment_id": raw["deploymentid"].astype(str),
-    })
-    instances["deployment_size"] = instances.groupby("deployment_id")["instance_id"] \
-        .transform("size").astype(np.int64)
-    return instances
 
 
 def per_row_examples(instances: pd.DataFrame, cap_s: float, fractions, min_remaining_s: float):
@@ -111,7 +98,7 @@ def bench_training(instances: pd.DataFrame, target_examples: int, num_trees: int
                                 early_stopping_rounds=early_stopping_rounds)
     _, seconds = timed(model.fit, examples)
     print(f"training: {len(examples):,} examples, {len(model.feature_names)} features, "
-          f"{model.booster.num_trees()} trees kept (max {num_trees}, early stopping after "
+          f"{model.booster_.num_trees()} trees kept (max {num_trees}, early stopping after "
           f"{early_stopping_rounds} rounds, 0 = off), "
           f"{num_threads} threads: {seconds:.1f} s wall")
     return model
@@ -148,7 +135,7 @@ def bench_prediction(model: UptimeLifetimeModel, instances: pd.DataFrame) -> Non
     check = cache.predict_remaining_s(rows, uptime_s + 60.0 * 7)
     assert np.array_equal(check, model.predict_remaining(features, uptime_s + 60.0 * 7))
 
-    print(f"prediction ({model.booster.num_trees()} trees, "
+    print(f"prediction ({model.booster_.num_trees()} trees, "
           f"predict_num_threads={model.predict_num_threads}):")
     print(f"  single-VM call        {single_us:8.1f} us/prediction (reference)")
     print(f"  batch of 1,000 VMs    {batch_us:8.2f} us/prediction, {single_us / batch_us:6.1f}x "
@@ -165,9 +152,9 @@ def main() -> None:
     parser.add_argument("--early-stopping-rounds", type=int, default=50,
                         help="0 trains every tree (the paper's 2000 in full mode)")
     args = parser.parse_args()
-    if not os.path.exists(VMTABLE):
-        sys.exit(f"missing {os.path.abspath(VMTABLE)} (the Azure V1 sample in shared/data)")
-    instances = azure_instances(VMTABLE)
+    if not AZURE_VMTABLE.exists():
+        sys.exit(f"missing {AZURE_VMTABLE} (the Azure V1 sample in shared/data)")
+    instances = load_azure_instances(AZURE_VMTABLE)
     bench_examples(instances, reference_rows=20_000 if args.quick else len(instances))
     model = bench_training(instances, 200_000 if args.quick else 1_000_000,
                            100 if args.quick else 2000, args.num_threads,

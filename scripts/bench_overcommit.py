@@ -40,21 +40,22 @@ import numpy as np  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 
+import synthetic  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
-from pipelines.stages import overcommit  # noqa: E402
-import synthetic
 from pipelines import run as run_pipeline  # noqa: E402
+from pipelines.sources.synthetic import GOOGLE_V3_TABLES  # noqa: E402
+from pipelines.stages.overcommit import tellers  # noqa: E402
 from predictors.peak.arima_forecaster import ArimaForecaster  # noqa: E402
-from predictors.peak.avg_predictor import AvgPredictor  # noqa: E402
 from predictors.peak.borg_default import BorgDefaultPredictor  # noqa: E402
 from predictors.peak.gp_forecaster import GaussianProcessForecaster  # noqa: E402
 from predictors.peak.machine_samples import MachineSamples  # noqa: E402
 from predictors.peak.max_decorator import MaxDecorator  # noqa: E402
-from predictors.peak.max_predictor import MaxPredictor  # noqa: E402
 from predictors.peak.n_sigma import NSigmaPredictor  # noqa: E402
 from predictors.peak.peak_oracle import PeakOracle  # noqa: E402
 from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor  # noqa: E402
 from predictors.peak.rc_like import RcLikePredictor  # noqa: E402
+from predictors.peak.task_avg import AvgPredictor  # noqa: E402
+from predictors.peak.task_max import MaxPredictor  # noqa: E402
 from tests.reference import peak as ref  # noqa: E402
 
 STEP_S = 300
@@ -232,7 +233,7 @@ def scheduled_machines(directory: str, count: int):
     machines = []
     for machine_id in machine_ids:
         rows = table.filter(pc.equal(table.column("machine_id"), machine_id))
-        machines.append(overcommit.build_machine_samples(rows)[0])
+        machines.append(tellers.build_machine_samples(rows)[0])
     return machines
 
 
@@ -244,18 +245,20 @@ def bench_end_to_end(machines: int, days: float, reference_machines: int, repeat
         print(f"\nend to end: synthetic trace, {machines} machines x {days:g} days, generated in "
               f"{time.perf_counter() - start:.0f} s", flush=True)
         source = "\n".join(f'  {t} {{ path: "{trace}/{t}/*" }}'
-                           for t in run_pipeline.GOOGLE_V3_TABLES)
+                           for t in GOOGLE_V3_TABLES)
         usage, scheduled = os.path.join(work, "usage"), os.path.join(work, "scheduled")
         full_s = timed_run(f"""google_v3 {{\n{source}\n}}
             usage {{ output {{ parquet: "{usage}" }} }}
-            scheduled_usage {{ output {{ parquet: "{scheduled}" }} }}
-            {SUITE_TELLERS}""", os.path.join(work, "full"))
-        stage = f'usage {{ input {{ parquet: "{usage}" }} }}\n{SUITE_TELLERS}'
-        stage_s = timed_run(stage, os.path.join(work, "stage"), repeat)
+            overcommit {{ scheduled_usage {{ output {{ parquet: "{scheduled}" }} }}
+            {SUITE_TELLERS} }}""", os.path.join(work, "full"))
+        loaded = f'usage {{ input {{ parquet: "{usage}" }} }}\n'
+        stage_s = timed_run(f"{loaded}overcommit {{ {SUITE_TELLERS} }}",
+                            os.path.join(work, "stage"), repeat)
         # The same run on the first hour of data only: Beam's per-run costs (building and
         # translating the pipeline, bundles, reading the loaded usage table).
-        fixed_s = timed_run(f"filter {{ end_time: {HOUR_US} }}\n{stage}",
-                            os.path.join(work, "first_hour"), repeat)
+        fixed_s = timed_run(
+            f"{loaded}overcommit {{ filter {{ end_time: {HOUR_US} }}\n{SUITE_TELLERS} }}",
+            os.path.join(work, "first_hour"), repeat)
         num_samples = ds.dataset(scheduled).count_rows()
         subset = scheduled_machines(scheduled, reference_machines)
         subset_samples = sum(m.num_samples for m in subset)

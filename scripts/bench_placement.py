@@ -34,14 +34,14 @@ import pandas as pd
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
-from policies.replay.lifetime_source import ModelLifetimes, OracleLifetimes
 from policies.nilas import Nilas
-from policies.replay.pool import PoolSpec
 from policies.quantized_best_fit import QuantizedBestFit
-from tests.reference.placement_simulator import simulate_reference
+from policies.replay.lifetime_source import ModelLifetimes, OracleLifetimes
+from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
 from predictors.lifetime.examples import make_uptime_examples
 from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel
+from tests.reference.placement_simulator import simulate_reference
 
 HOST_SHAPE = (48.0, 192.0)
 VM_SHAPES = np.array([[1, 1.75], [2, 3.5], [4, 7], [8, 14], [1, 0.75], [8, 56], [16, 112]])

@@ -1,15 +1,27 @@
-"""Shared test helpers: running a config in-process and reading its Parquet outputs."""
+"""Shared test helpers: running a config in-process, reading its Parquet outputs, and the
+real Azure V1 samples in ../shared/data (see its README.md). Fixtures over these are in
+conftest.py; the plain functions and constants here also serve module-level code and scripts."""
 
 import glob
+import gzip
 import os
+import pathlib
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
 from pipelines import schemas
+from pipelines.sources.azure_v1 import VMTABLE_COLUMNS
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+AZURE_DATA = REPO.parent / "shared" / "data"
+AZURE_VMTABLE = AZURE_DATA / "azure_v1_vmtable_a.csv.gz"
+AZURE_READINGS = AZURE_DATA / "azure_v1_vm_cpu_readings_a.csv.gz"
 
 
 def run_text_config(text: str, output_dir, beam_args=("--runner=DirectRunner",)):
@@ -52,3 +64,49 @@ def sorted_frame(frame: pd.DataFrame) -> pd.DataFrame:
             if not frame[c].map(lambda v: isinstance(v, (list, tuple)) or hasattr(v, "shape"))
             .any()]
     return frame.sort_values(keys, na_position="first").reset_index(drop=True)
+
+
+def assert_tables_equal(got: dict, expected: dict, names, **kwargs) -> None:
+    """Each named table of two runs holds the same rows, in any order (`kwargs` go to
+    pandas.testing.assert_frame_equal)."""
+    for name in names:
+        pd.testing.assert_frame_equal(sorted_frame(got[name]), sorted_frame(expected[name]),
+                                      obj=name, **kwargs)
+
+
+def write_gz_lines(path, lines) -> None:
+    """A gzipped text file holding `lines`, each ended by a newline."""
+    with gzip.open(path, "wt") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def require_sample(path: pathlib.Path) -> pathlib.Path:
+    """`path` if that Azure sample exists; otherwise skips the calling test."""
+    if not path.exists():
+        pytest.skip(f"Azure sample not found at {path} (../shared/data)")
+    return path
+
+
+def read_vmtable(path=AZURE_VMTABLE, **read_csv_kwargs) -> pd.DataFrame:
+    """The Azure V1 vmtable CSV (no header) with its column names."""
+    return pd.read_csv(path, header=None, names=list(VMTABLE_COLUMNS), **read_csv_kwargs)
+
+
+def load_azure_instances(path=AZURE_VMTABLE) -> pd.DataFrame:
+    """The vmtable as canonical instances, the shape the Azure V1 source produces."""
+    raw = read_vmtable(path)
+    instances = pd.DataFrame({
+        "instance_id": raw["vmid"].astype(str),
+        "start_time": np.round(raw["vmcreated"].to_numpy() * 1e6).astype(np.int64),
+        "end_time": pd.array(np.round(raw["vmdeleted"].to_numpy() * 1e6), dtype="Int64"),
+        "end_type": np.where(raw["vmdeleted"].isna(), None, "DELETED"),
+        "cpu_request": raw["vmcorecount"].astype(np.float64),
+        "memory_request": raw["vmmemory"].astype(np.float64),
+        "pool": "azure",
+        "subscription_id": None,
+        "deployment_id": raw["deploymentid"].astype(str),
+        "vm_category": None,
+    })
+    instances["deployment_size"] = instances.groupby("deployment_id")["instance_id"] \
+        .transform("size").astype(np.int64)
+    return instances

@@ -1,25 +1,18 @@
 """Azure sources: the real V1 samples load; sizes scale usage; bad rows become dead letters."""
 
-import gzip
-import os
 import sqlite3
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.helpers import run_text_config
-
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-VMTABLE = os.path.abspath(os.path.join(DATA, "azure_v1_vmtable_a.csv.gz"))
-READINGS = os.path.abspath(os.path.join(DATA, "azure_v1_vm_cpu_readings_a.csv.gz"))
+from tests.helpers import run_text_config, write_gz_lines
 
 
-@pytest.mark.skipif(not (os.path.exists(VMTABLE) and os.path.exists(READINGS)),
-                    reason="../shared/data Azure samples are not present")
-def test_real_azure_v1_samples_load(tmp_path):
+def test_real_azure_v1_samples_load(tmp_path, azure_vmtable, azure_readings):
     tables = run_text_config(
-        f'azure_v1 {{ vmtable: "{VMTABLE}" vm_cpu_readings: "{READINGS}" }}', tmp_path)
+        f'azure_v1 {{ vmtable: "{azure_vmtable}" vm_cpu_readings: "{azure_readings}" }}',
+        tmp_path)
     instances, usage = tables["instances"], tables["usage"]
     # data/README.md: 259,159 VMs, 5.5 % censored; 50 VMs × 8004 readings.
     assert len(instances) == 259_159 and tables["dead_letters"].empty
@@ -38,15 +31,10 @@ def test_real_azure_v1_samples_load(tmp_path):
     assert usage.avg_cpu.between(0, 1).all()
 
 
-def _write_gz(path, lines):
-    with gzip.open(path, "wt") as f:
-        f.write("\n".join(lines) + "\n")
-
-
 def test_vm_sizes_scale_readings_and_bad_rows_are_dead_letters(tmp_path):
     vmtable = tmp_path / "vmtable.csv.gz"
     readings = tmp_path / "readings.csv.gz"
-    _write_gz(vmtable, [
+    write_gz_lines(vmtable, [
         "vmA,s1,d1,100,4000,,,,Interactive,4,8",
         "vmB,s1,d1,200,,,,,Delay-insensitive,>24,>64",  # V2 buckets, censored
         "vmC,s2,d2,300,7300.5,,,,,2,3.5",
@@ -55,7 +43,7 @@ def test_vm_sizes_scale_readings_and_bad_rows_are_dead_letters(tmp_path):
         "vmF,s2,d2,100,700,,,,,0,4",     # zero cores
         "vmG,s2,d2,100,700",             # wrong field count
     ])
-    _write_gz(readings, [
+    write_gz_lines(readings, [
         "0,vmA,,50,25", "300,vmA,,100,80", "0,vmZ,,10,5",
         "0,vmA,,,150",   # above 100 %
         "0,vmA,,,nan",   # NaN usage

@@ -69,49 +69,60 @@ def test_load_config_reports_missing_file(tmp_path):
 
 @pytest.mark.parametrize("text, expected", [
     ("synthetic { machines: 0 }", "synthetic.machines: must be > 0, got 0"),
-    ("synthetic {} metric { cpu_percentile: 95 } fortune_teller { name: 'x' oracle {} }", None),
-    ("synthetic {} metric { cpu_percentile: 42 }",
-     "metric.cpu_percentile: must be one of 0, 10, ..., 100 or 91..99, got 42"),
-    ("synthetic {} filter { priority_range { lower_bound: 5 upper_bound: 1 } }",
-     "filter.priority_range: lower_bound 5 > upper_bound 1"),
-    ("synthetic {} fortune_teller { name: 'a' oracle {} } fortune_teller { name: 'a' "
-     "predictor { borg_default {} } }", "fortune_teller[1].name: 'a' is used twice"),
-    ("synthetic {} fortune_teller { name: 'p' predictor { max_of { predictors { rc_like { "
-     "percentile: 120 } } } } }",
-     "fortune_teller[0].predictor.max_of.predictors[0].rc_like.percentile: must be in "
-     "[0, 100], got 120.0"),
-    ("synthetic {} fortune_teller { name: 'p' }",
-     "fortune_teller[0]: names neither oracle nor predictor"),
-    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'p' predictor { "
-     "borg_default {} } }",
-     "fortune_teller: predictors are scored against the first oracle teller: add one, e.g. "
-     "fortune_teller { name: \"oracle\" oracle {} }"),
-    ("synthetic {} fortune_teller { name: 'o' oracle {} }",
-     "metric: is required with fortune_teller: avg_cpu, max_cpu, cpu_percentile, avg_memory "
-     "or max_memory"),
-    ("synthetic {} scheduler { by_machine_id: true }",
-     "scheduler: has no effect: the overcommit stages run only with fortune_teller"),
-    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} } "
-     "fortune_teller { name: 'a' predictor { arima { min_fit_samples: 1 } } }",
-     "fortune_teller[1].predictor.arima.min_fit_samples: must be in [2, num_history_samples "
-     "120], got 1"),
-    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} } "
-     "fortune_teller { name: 'g' predictor { gaussian_process { pattern_length: 23 } } }",
-     "fortune_teller[1].predictor.gaussian_process.pattern_length: must be in [1, "
+    ("synthetic {} overcommit { metric { cpu_percentile: 95 } fortune_teller { name: 'x' "
+     "oracle {} } }", None),
+    ("synthetic {} overcommit { metric { cpu_percentile: 42 } }",
+     "overcommit.metric.cpu_percentile: must be one of 0, 10, ..., 100 or 91..99, got 42"),
+    ("synthetic {} overcommit { filter { priority_range { lower_bound: 5 upper_bound: 1 } } }",
+     "overcommit.filter.priority_range: lower_bound 5 > upper_bound 1"),
+    ("synthetic {} overcommit { fortune_teller { name: 'a' oracle {} } fortune_teller { "
+     "name: 'a' predictor { borg_default {} } } }",
+     "overcommit.fortune_teller[1].name: 'a' is used twice"),
+    ("synthetic {} overcommit { fortune_teller { name: 'p' predictor { max_of { predictors { "
+     "rc_like { percentile: 120 } } } } } }",
+     "overcommit.fortune_teller[0].predictor.max_of.predictors[0].rc_like.percentile: must be "
+     "in [0, 100], got 120.0"),
+    ("synthetic {} overcommit { fortune_teller { name: 'p' } }",
+     "overcommit.fortune_teller[0]: names neither oracle nor predictor"),
+    ("synthetic {} overcommit { metric { avg_cpu: true } fortune_teller { name: 'p' "
+     "predictor { borg_default {} } } }",
+     "overcommit.fortune_teller: predictors are scored against the first oracle teller: add "
+     "one, e.g. fortune_teller { name: \"oracle\" oracle {} }"),
+    ("synthetic {} overcommit { fortune_teller { name: 'o' oracle {} } }",
+     "overcommit.metric: is required with fortune_teller: avg_cpu, max_cpu, cpu_percentile, "
+     "avg_memory or max_memory"),
+    ("synthetic {} overcommit { scheduler { by_machine_id: true } }",
+     "overcommit.fortune_teller: is required: the overcommit stages run only with fortune "
+     "tellers"),
+    ("synthetic {} overcommit { metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} "
+     "} fortune_teller { name: 'a' predictor { arima { min_fit_samples: 1 } } } }",
+     "overcommit.fortune_teller[1].predictor.arima.min_fit_samples: must be in [2, "
+     "num_history_samples 120], got 1"),
+    ("synthetic {} overcommit { metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} "
+     "} fortune_teller { name: 'g' predictor { gaussian_process { pattern_length: 23 } } } }",
+     "overcommit.fortune_teller[1].predictor.gaussian_process.pattern_length: must be in [1, "
      "min_fit_samples - 2 = 22] (two training patterns), got 23"),
-    ("synthetic {} metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} } "
-     "fortune_teller { name: 'n' predictor { n_sigma { num_history_samples: 1 } } }",
-     "fortune_teller[1].predictor.n_sigma.num_history_samples: must be >= 2 (a standard "
-     "deviation needs two), got 1"),
-    ("synthetic {} metric { avg_cpu: true step_s: 0 } fortune_teller { name: 'o' oracle {} }",
-     "metric.step_s: must be > 0, got 0"),
-    ("synthetic {} metric { avg_cpu: true } reset_and_shift { random_shift { lower_bound: 0 } "
-     "} fortune_teller { name: 'o' oracle {} }",
-     "reset_and_shift.random_shift.upper_bound: is required"),
-    ("scheduled_usage { input { parquet: '/data/scheduled' } } fortune_teller { name: 'o' "
-     "oracle { horizon_s: 0 } }", None),
-    ("azure_v1 { vmtable: 'x' } fortune_teller { name: 'o' oracle {} }",
-     "fortune_teller: needs a usage table: the source gives none and usage is not loaded"),
+    ("synthetic {} overcommit { metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} "
+     "} fortune_teller { name: 'n' predictor { n_sigma { num_history_samples: 1 } } } }",
+     "overcommit.fortune_teller[1].predictor.n_sigma.num_history_samples: must be >= 2 (a "
+     "standard deviation needs two), got 1"),
+    ("synthetic {} overcommit { metric { avg_cpu: true step_s: 0 } fortune_teller { name: 'o' "
+     "oracle {} } }",
+     "overcommit.metric.step_s: must be > 0, got 0"),
+    ("synthetic {} overcommit { metric { avg_cpu: true } reset_and_shift { random_shift { "
+     "lower_bound: 0 } } fortune_teller { name: 'o' oracle {} } }",
+     "overcommit.reset_and_shift.random_shift.upper_bound: is required"),
+    ("overcommit { scheduled_usage { input { parquet: '/data/scheduled' } } fortune_teller { "
+     "name: 'o' oracle { horizon_s: 0 } } }", None),
+    ("azure_v1 { vmtable: 'x' } overcommit { fortune_teller { name: 'o' oracle {} } }",
+     "overcommit.fortune_teller: needs a usage table: the source gives none and usage is not "
+     "loaded"),
+    ("azure_v1 { vm_cpu_readings: 'x' } overcommit { metric { cpu_percentile: 90 } "
+     "fortune_teller { name: 'o' oracle {} } }",
+     "overcommit.metric.cpu_percentile: the Azure V1 trace has only avg_cpu and max_cpu"),
+    ("azure_v1 { vm_cpu_readings: 'x' } overcommit { metric { max_cpu: true } "
+     "fortune_teller { name: 'o' oracle {} } }",
+     "overcommit.scheduler: the Azure V1 trace has no machines: set scheduler.at_random"),
     ("azure_v1 { vmtable: 'x' } placement { policy: BEST_FIT lifetime_source { oracle: true } }",
      "placement.host_shape: is required: this trace has no hosts"),
     ("synthetic {} placement { policy: LAVA lifetime_source { noisy_oracle_accuracy: 1.5 } }",
@@ -138,7 +149,8 @@ def test_load_config_reports_missing_file(tmp_path):
      "lifetime_model.train_fraction: must be in (0, 1), got 1.0"),
     ("synthetic {} output { bigquery_dataset: 'a.b.c' }",
      "output.bigquery_dataset: must be 'dataset' or 'project:dataset', got 'a.b.c'"),
-    ("usage { input { bigquery_table: 'nodot' } } fortune_teller { name: 'o' oracle {} }",
+    ("usage { input { bigquery_table: 'nodot' } } overcommit { fortune_teller { name: 'o' "
+     "oracle {} } }",
      "usage.input.bigquery_table: must be 'dataset.table' or 'project:dataset.table'"),
 ])
 def test_validation_names_the_field(text, expected):

@@ -1,6 +1,5 @@
 """Google v3 source: every format reads the same rows; every bad row is accounted for."""
 
-import gzip
 import json
 
 import pandas as pd
@@ -8,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.sources import google_v3
 from pipelines.io.readers import RowChunk
-from tests.helpers import run_text_config, sorted_frame
+from pipelines.sources import google_v3
+from tests.helpers import assert_tables_equal, run_text_config, write_gz_lines
 
 MIN = 60_000_000
 
@@ -94,8 +93,7 @@ def _write_json_trace(root):
         (root / table).mkdir(parents=True)
         lines = [json.dumps(r) for r in good]
         lines += [row if isinstance(row, str) else json.dumps(row) for row, _ in bad]
-        with gzip.open(root / table / f"{table}-000.json.gz", "wt") as f:
-            f.write("\n".join(lines) + "\n")
+        write_gz_lines(root / table / f"{table}-000.json.gz", lines)
 
 
 def _flatten(row, prefix=""):
@@ -189,9 +187,7 @@ def test_machines_keep_capacity_and_platform(json_run):
 def test_csv_and_parquet_give_the_same_tables_as_json(tmp_path, fmt, ext, json_run):
     _write_good_trace(tmp_path, fmt)
     tables = run_text_config(_config(tmp_path, ext), tmp_path / "out")
-    for name in ("instances", "usage", "machines"):
-        pd.testing.assert_frame_equal(sorted_frame(tables[name]),
-                                      sorted_frame(json_run[name]), check_dtype=False)
+    assert_tables_equal(tables, json_run, ("instances", "usage", "machines"), check_dtype=False)
     assert tables["dead_letters"].reason.tolist() == [
         "no instance event with cpus > 0 and memory > 0 at or before the window start"]
 
@@ -217,7 +213,7 @@ def test_bigquery_inputs_read_the_configured_table_and_query():
     config = run_config.parse_config("""google_v3 {
       instance_events { bigquery_table: "google.com:google-cluster-data.clusterdata_2019_a.instance_events" }
       instance_usage { bigquery_query: "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1" }
-    }""")
+    }""")  # noqa: E501 (table names and a query are not wrapped)
     assert run_config.validate(config) == []
     pipeline = beam.Pipeline(options=PipelineOptions(["--project=p", "--temp_location=gs://b/t"]))
     _ = pipeline | run_pipeline.ReadCanonicalTables(config, "/unused")

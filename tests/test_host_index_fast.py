@@ -4,17 +4,17 @@ pools large enough for the index to split its Best-Fit order into several blocks
 import numpy as np
 import pytest
 
-from policies.replay import host_index
 from policies.best_fit import BestFit
-from policies.replay.host_index import NO_HOST, HostGroups
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
-from policies.replay.lifetime_source import OracleLifetimes
 from policies.nilas import Nilas
-from policies.replay.pool import PoolSpec, PoolState
 from policies.quantized_best_fit import QuantizedBestFit
-from tests.reference.placement_simulator import simulate_reference
+from policies.replay import host_index
+from policies.replay.host_index import NO_HOST, HostGroups
+from policies.replay.lifetime_source import OracleLifetimes
+from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
+from tests.reference.placement_simulator import simulate_reference
 
 S = 1_000_000
 GROUPS = ("a", "b", None)

@@ -8,53 +8,26 @@ repredicted at 40–70 % of the lifetime, where the no-uptime ablation is above 
 C-index 0.66 vs 0.54 for Kaplan–Meier per request shape.
 """
 
-import os
-
 import numpy as np
-import pandas as pd
 import pytest
 
+from predictors.lifetime.evaluation import (
+    concordance_table,
+    la_classifier_metrics,
+    log10_errors,
+    predict_at_uptime_quantiles,
+)
+from predictors.lifetime.examples import make_uptime_examples, split_time_at_fraction, time_split
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
 from predictors.lifetime.la_classifier import LaClassifier
-from predictors.lifetime.evaluation import concordance_table, la_classifier_metrics, \
-    log10_errors, predict_at_uptime_quantiles
-from predictors.lifetime.examples import make_uptime_examples, split_time_at_fraction, \
-    time_split
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
-VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                       "azure_v1_vmtable_a.csv.gz")
-VMTABLE_COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted",
-                   "maxcpu", "avgcpu", "p95maxcpu", "vmcategory", "vmcorecount", "vmmemory"]
 MODEL = dict(num_trees=60, learning_rate=0.2, num_threads=1, early_stopping_rounds=0)
 
 
-def load_azure_instances(path: str) -> pd.DataFrame:
-    """The vmtable as canonical instances, the shape the Azure V1 source produces."""
-    raw = pd.read_csv(path, header=None, names=VMTABLE_COLUMNS)
-    instances = pd.DataFrame({
-        "instance_id": raw["vmid"].astype(str),
-        "start_time": np.round(raw["vmcreated"].to_numpy() * 1e6).astype(np.int64),
-        "end_time": pd.array(np.round(raw["vmdeleted"].to_numpy() * 1e6), dtype="Int64"),
-        "end_type": np.where(raw["vmdeleted"].isna(), None, "DELETED"),
-        "cpu_request": raw["vmcorecount"].astype(np.float64),
-        "memory_request": raw["vmmemory"].astype(np.float64),
-        "pool": "azure",
-        "subscription_id": None,
-        "deployment_id": raw["deploymentid"].astype(str),
-        "vm_category": None,
-    })
-    instances["deployment_size"] = instances.groupby("deployment_id")["instance_id"] \
-        .transform("size").astype(np.int64)
-    return instances
-
-
 @pytest.fixture(scope="module")
-def azure_split():
-    if not os.path.exists(VMTABLE):
-        pytest.skip(f"Azure V1 vmtable sample not found at {os.path.abspath(VMTABLE)}")
-    instances = load_azure_instances(VMTABLE)
-    split = time_split(instances, split_time_at_fraction(instances, 0.7))
+def azure_split(azure_instances):
+    split = time_split(azure_instances, split_time_at_fraction(azure_instances, 0.7))
     train = split.train.sample(30000, random_state=0).sort_values("start_time")
     test = split.test.sample(10000, random_state=0)
     return train, test, split

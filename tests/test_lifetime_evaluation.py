@@ -6,9 +6,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictors.lifetime.evaluation import average_precision, binary_classification_metrics, \
-    concordance_index, concordance_table, f1_by_uptime_quantile, log10_error_histogram, \
-    long_lived_metrics, precision_at_recall, roc_auc, threshold_at_recall
+from predictors.lifetime.evaluation import (
+    average_precision,
+    binary_classification_metrics,
+    concordance_index,
+    concordance_table,
+    f1_by_uptime_quantile,
+    log10_error_histogram,
+    long_lived_metrics,
+    precision_at_recall,
+    roc_auc,
+    threshold_at_recall,
+)
 from predictors.lifetime.examples import DAY_S, observed_lifetimes
 
 US = 10**6

@@ -4,10 +4,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictors.lifetime.examples import DAY_S, REASON_NEGATIVE_LIFETIME, \
-    REASON_ZERO_LIFETIME, label_known, long_lived_labels, make_uptime_examples, \
-    observed_lifetimes, split_time_at_fraction, split_time_of_span, started_before_trace, \
-    time_split
+from predictors.lifetime.examples import (
+    DAY_S,
+    REASON_NEGATIVE_LIFETIME,
+    REASON_ZERO_LIFETIME,
+    label_known,
+    long_lived_labels,
+    make_uptime_examples,
+    observed_lifetimes,
+    split_time_at_fraction,
+    split_time_of_span,
+    started_before_trace,
+    time_split,
+)
 
 US = 10**6
 

@@ -6,8 +6,14 @@ import pyarrow as pa
 import pytest
 
 from pipelines import schemas
-from predictors.lifetime.features import NULL_CATEGORY, OTHER_CATEGORY, FeatureEncoder, \
-    available_features, derive_features, lacks_feature_values
+from predictors.lifetime.features import (
+    NULL_CATEGORY,
+    OTHER_CATEGORY,
+    FeatureEncoder,
+    available_features,
+    derive_features,
+    lacks_feature_values,
+)
 
 
 def _instances(**columns) -> pd.DataFrame:

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
-from predictors.lifetime.la_classifier import LaClassifier
 from predictors.lifetime.evaluation import log10_errors, predict_at_uptime_quantiles, roc_auc
 from predictors.lifetime.examples import DAY_S, make_uptime_examples
+from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
+from predictors.lifetime.la_classifier import LaClassifier
 from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel
 
 US = 10**6

@@ -16,12 +16,11 @@ import pytest
 from pipelines import config as run_config
 from pipelines import schemas
 from pipelines.stages.lifetime import load_model, read_model_files, train_and_evaluate
-from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
-from predictors.lifetime.la_classifier import LaClassifier
-from predictors.lifetime.evaluation import DEFAULT_RECALLS, concordance_table, \
-    long_lived_metrics
+from predictors.lifetime.evaluation import DEFAULT_RECALLS, concordance_table, long_lived_metrics
 from predictors.lifetime.examples import REASON_NEGATIVE_LIFETIME, REASON_ZERO_LIFETIME
 from predictors.lifetime.features import REASON_NO_FEATURES
+from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
+from predictors.lifetime.la_classifier import LaClassifier
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 from tests.helpers import run_text_config
 

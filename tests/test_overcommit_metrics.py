@@ -3,9 +3,16 @@
 import numpy as np
 
 from predictors.peak.machine_samples import MachineSamples
-from predictors.peak.overcommit_metrics import (cdf_quantiles, cell_savings, cell_sums,
-                                           machine_metrics, merge_cell_sums, step_metrics,
-                                           total_limit, total_usage)
+from predictors.peak.overcommit_metrics import (
+    cdf_quantiles,
+    cell_savings,
+    cell_sums,
+    machine_metrics,
+    merge_cell_sums,
+    step_metrics,
+    total_limit,
+    total_usage,
+)
 
 
 def test_total_usage_caps_each_task_at_its_limit_and_total_limit_sums_limits():

@@ -1,8 +1,6 @@
 """The overcommit stage: filter, metric, reset/shift, scheduler, tellers per machine, metrics,
 bad input, LoadOrWrite and the notebook (paper 004 §3-5)."""
 
-import pathlib
-
 import nbformat
 import numpy as np
 import pandas as pd
@@ -12,9 +10,10 @@ import pytest
 from nbclient import NotebookClient
 
 from configs import fleetcast_pb2
-from pipelines.stages import overcommit
 from pipelines import schemas
 from pipelines.config import parse_config
+from pipelines.stages.overcommit import steps, tellers
+from pipelines.stages.overcommit.summary import MACHINE_METRIC_NAMES
 from predictors.peak.borg_default import BorgDefaultPredictor
 from predictors.peak.machine_samples import MachineSamples
 from predictors.peak.max_decorator import MaxDecorator
@@ -22,9 +21,8 @@ from predictors.peak.n_sigma import NSigmaPredictor
 from predictors.peak.overcommit_metrics import cdf_quantiles, machine_metrics
 from predictors.peak.peak_oracle import PeakOracle
 from predictors.peak.rc_like import RcLikePredictor
-from tests.helpers import read_table, run_text_config, sorted_frame
+from tests.helpers import REPO, assert_tables_equal, read_table, run_text_config
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 STEP_US = 300_000_000
 
 
@@ -35,8 +33,13 @@ def usage_table(rows) -> pa.Table:
     return pa.Table.from_pylist(full, schema=schemas.USAGE)
 
 
+def overcommit_config(text: str):
+    """The OvercommitConfig of the text inside `overcommit { ... }`."""
+    return parse_config(f"overcommit {{ {text} }}").overcommit
+
+
 def teller(text: str):
-    return parse_config(f"fortune_teller {{ {text} }}").fortune_teller[0]
+    return overcommit_config(f"fortune_teller {{ {text} }}").fortune_teller[0]
 
 
 # --- Filter and metric ------------------------------------------------------------------------
@@ -58,13 +61,13 @@ def test_filter_keeps_rows_in_every_configured_range():
              alloc_collection_id=None),
         dict(machine_id=2, instance_id="other_machine", start_time=STEP_US, cpu_limit=1.0),
     ])
-    config = parse_config(f"""filter {{ start_time: {STEP_US} end_time: {3 * STEP_US}
+    config = overcommit_config(f"""filter {{ start_time: {STEP_US} end_time: {3 * STEP_US}
         top_level_only: true priority_range {{ lower_bound: 100 }}
         scheduling_class_range {{ lower_bound: 0 upper_bound: 2 }} machine_id: 1 machine_id: 5 }}
         """).filter
-    kept = usage.filter(pa.array(overcommit.filter_mask(usage, config)))
+    kept = usage.filter(pa.array(steps.filter_mask(usage, config)))
     assert kept.column("instance_id").to_pylist() == ["kept", "no_alloc"]
-    everything = overcommit.filter_mask(usage, fleetcast_pb2.Filter())
+    everything = steps.filter_mask(usage, fleetcast_pb2.Filter())
     assert everything.all()
 
 
@@ -88,8 +91,8 @@ def distribution_usage():
     ("avg_memory: true", 1.5, 4.0), ("max_memory: true", 2.5, 4.0),
 ])
 def test_metric_picks_the_configured_value_and_its_limit(metric, value, limit):
-    config = parse_config(f"metric {{ {metric} }}").metric
-    tagged = dict(overcommit.metric_tagged(distribution_usage(), config, STEP_US))
+    config = overcommit_config(f"metric {{ {metric} }}").metric
+    tagged = dict(steps.metric_tagged(distribution_usage(), config, STEP_US))
     samples = tagged["rows"].to_pylist()
     assert samples[0] == {"machine_id": 1, "instance_id": "a", "time": STEP_US,
                           "usage": value, "limit": limit}
@@ -99,7 +102,7 @@ def test_metric_picks_the_configured_value_and_its_limit(metric, value, limit):
     dead = tagged.get("dead_letters")
     assert (dead is None) == has_b
     if dead is not None:
-        name = overcommit.metric_name(config)
+        name = steps.metric_name(config)
         assert dead.column("reason").to_pylist() == [f"usage window has no {name} value"]
         assert '"instance_id": "b"' in dead.column("raw")[0].as_py()
     step, counts = tagged["counts"]
@@ -108,7 +111,7 @@ def test_metric_picks_the_configured_value_and_its_limit(metric, value, limit):
 
 def test_times_floor_to_the_grid_before_the_trace_too():
     np.testing.assert_array_equal(
-        overcommit.floor_to_grid(np.array([-1, 0, STEP_US - 1, STEP_US]), STEP_US),
+        steps.floor_to_grid(np.array([-1, 0, STEP_US - 1, STEP_US]), STEP_US),
         [-STEP_US, 0, 0, STEP_US])
 
 
@@ -120,7 +123,7 @@ def random_samples(seed, n=400, instances=40) -> pa.Table:
         "machine_id": pa.array(rng.integers(0, 3, n), pa.int64()),
         "instance_id": pa.array([f"vm-{i}" for i in rng.integers(0, instances, n)]),
         "time": pa.array(rng.integers(10, 1000, n) * STEP_US, pa.int64()),
-        "usage": rng.random(n), "limit": np.ones(n)}, schema=overcommit.SAMPLES)
+        "usage": rng.random(n), "limit": np.ones(n)}, schema=steps.SAMPLES)
 
 
 def in_pieces(function, table, pieces, *args):
@@ -133,11 +136,11 @@ def in_pieces(function, table, pieces, *args):
 
 
 def test_random_shift_is_per_instance_on_the_grid_and_independent_of_partitioning():
-    config = parse_config("reset_and_shift { random_shift { lower_bound: 600000000 "
+    config = overcommit_config("reset_and_shift { random_shift { lower_bound: 600000000 "
                           "upper_bound: 86400000000 } seed: 7 }").reset_and_shift
     samples = random_samples(0)
-    shifted = overcommit.reset_and_shift(samples, config, STEP_US)
-    assert in_pieces(overcommit.reset_and_shift, samples, 5, config, STEP_US).equals(shifted)
+    shifted = steps.reset_and_shift(samples, config, STEP_US)
+    assert in_pieces(steps.reset_and_shift, samples, 5, config, STEP_US).equals(shifted)
     shift = (shifted.column("time").to_numpy() - samples.column("time").to_numpy())
     frame = pd.DataFrame({"instance": samples.column("instance_id").to_pylist(), "shift": shift})
     per_instance = frame.groupby("instance")["shift"].agg(["min", "max"])
@@ -145,18 +148,18 @@ def test_random_shift_is_per_instance_on_the_grid_and_independent_of_partitionin
     assert np.all(shift % STEP_US == 0)
     assert np.all((shift >= 600_000_000) & (shift <= 86_400_000_000))
     assert per_instance["min"].nunique() > 30  # 40 instances, 287 grid offsets
-    other_seed = parse_config("reset_and_shift { random_shift { lower_bound: 600000000 "
+    other_seed = overcommit_config("reset_and_shift { random_shift { lower_bound: 600000000 "
                               "upper_bound: 86400000000 } seed: 8 }").reset_and_shift
-    assert not overcommit.reset_and_shift(samples, other_seed, STEP_US).equals(shifted)
+    assert not steps.reset_and_shift(samples, other_seed, STEP_US).equals(shifted)
 
 
 def test_reset_time_to_zero_starts_every_instance_at_its_shift():
-    config = parse_config("reset_and_shift { reset_time_to_zero: true random_shift { "
+    config = overcommit_config("reset_and_shift { reset_time_to_zero: true random_shift { "
                           "lower_bound: 0 upper_bound: 3000000000 } seed: 1 }").reset_and_shift
     samples = random_samples(2)
-    moved = overcommit.reset_and_shift(samples, config, STEP_US).to_pandas()
+    moved = steps.reset_and_shift(samples, config, STEP_US).to_pandas()
     original = samples.to_pandas()
-    shift = overcommit.random_shifts(samples.column("instance_id"), config, STEP_US)
+    shift = steps.random_shifts(samples.column("instance_id"), config, STEP_US)
     first = original.groupby("instance_id").time.transform("min")
     np.testing.assert_array_equal(moved.time, original.time - first + shift)
     shift_of_instance = pd.Series(shift, index=original.instance_id).groupby(level=0).first()
@@ -165,26 +168,26 @@ def test_reset_time_to_zero_starts_every_instance_at_its_shift():
 
 
 def test_random_scheduler_places_whole_instances_deterministically():
-    config = parse_config("scheduler { at_random { num_machines: 4 seed: 3 } }").scheduler
+    config = overcommit_config("scheduler { at_random { num_machines: 4 seed: 3 } }").scheduler
     samples = random_samples(3).set_column(0, "machine_id", pa.nulls(400, pa.int64()))
 
     def placed(table):
-        return dict(overcommit.schedule_tagged(table, config))["rows"]
+        return dict(steps.schedule_tagged(table, config))["rows"]
 
     whole = placed(samples)
     assert in_pieces(placed, samples, 7).equals(whole)
     frame = whole.to_pandas()
     assert frame.groupby("instance_id").machine_id.nunique().eq(1).all()
     assert set(frame.machine_id) == {0, 1, 2, 3}
-    again = parse_config("scheduler { at_random { num_machines: 4 seed: 4 } }").scheduler
-    moved = dict(overcommit.schedule_tagged(samples, again))["rows"]
+    again = overcommit_config("scheduler { at_random { num_machines: 4 seed: 4 } }").scheduler
+    moved = dict(steps.schedule_tagged(samples, again))["rows"]
     assert not moved.column("machine_id").equals(whole.column("machine_id"))
 
 
 def test_trace_scheduler_rejects_samples_without_a_machine():
     samples = random_samples(4, n=5).set_column(
         0, "machine_id", pa.array([1, None, 2, 2, None], pa.int64()))
-    tagged = list(overcommit.schedule_tagged(samples, fleetcast_pb2.Scheduler()))
+    tagged = list(steps.schedule_tagged(samples, fleetcast_pb2.Scheduler()))
     rows = dict(tagged)["rows"]
     assert rows.column("machine_id").to_pylist() == [1, 2, 2]
     assert dict(tagged)["dead_letters"].num_rows == 2
@@ -200,10 +203,10 @@ def test_machine_samples_merge_duplicates_and_reject_bad_values():
         "time": np.array([0, 0, 1, 0, 1, 1, 1]) * STEP_US,
         "usage": [0.2, 0.7, 1.5, 0.1, -0.1, np.nan, 0.3],
         "limit": [1.0, 0.5, 1.0, 2.0, 2.0, 1.0, 0.0]}, schema=schemas.OVERCOMMIT_SCHEDULED_USAGE)
-    machine, reasons, rows = overcommit.build_machine_samples(samples)
+    machine, reasons, rows = tellers.build_machine_samples(samples)
     assert sorted(zip(rows.tolist(), reasons)) == [
-        (1, overcommit.DUPLICATE_SAMPLE), (4, overcommit.INVALID_USAGE),
-        (5, overcommit.INVALID_USAGE), (6, overcommit.INVALID_LIMIT)]
+        (1, tellers.DUPLICATE_SAMPLE), (4, tellers.INVALID_USAGE),
+        (5, tellers.INVALID_USAGE), (6, tellers.INVALID_LIMIT)]
     # a@0 merges (0.2, 1.0) and (0.7, 0.5) into (0.7, 1.0); usage above its limit stays.
     np.testing.assert_array_equal(machine.times, [0, STEP_US])
     np.testing.assert_array_equal(machine.step, [0, 0, 1])
@@ -214,8 +217,8 @@ def test_machine_samples_merge_duplicates_and_reject_bad_values():
 def test_only_bad_samples_give_no_machine():
     samples = pa.table({"machine_id": [1], "instance_id": ["a"], "time": [0], "usage": [1.0],
                         "limit": [0.0]}, schema=schemas.OVERCOMMIT_SCHEDULED_USAGE)
-    machine, reasons, rows = overcommit.build_machine_samples(samples)
-    assert machine is None and reasons == [overcommit.INVALID_LIMIT] and rows.tolist() == [0]
+    machine, reasons, rows = tellers.build_machine_samples(samples)
+    assert machine is None and reasons == [tellers.INVALID_LIMIT] and rows.tolist() == [0]
 
 
 class CountingPredictor:
@@ -229,31 +232,31 @@ class CountingPredictor:
 
 
 def test_shared_predictors_are_computed_once_per_machine():
-    tellers = overcommit.FortuneTellers([
+    fortune_tellers = tellers.FortuneTellers([
         teller('name: "n" predictor { n_sigma { n: 3 } }'),
         teller('name: "m" predictor { max_of { predictors { n_sigma { n: 3 } } '
                'predictors { borg_default {} } } }')], step_s=300)
-    n_sigma = tellers.predictors[0]
-    assert tellers.predictors[1].predictor.predictors[0] is n_sigma
+    n_sigma = fortune_tellers.predictors[0]
+    assert fortune_tellers.predictors[1].predictor.predictors[0] is n_sigma
     counting = CountingPredictor(n_sigma.predictor)
     n_sigma.predictor = counting
     machine = MachineSamples.from_arrays(np.arange(30) * STEP_US, np.zeros(30),
                                          np.full(30, 0.5), np.ones(30))
-    predictions = tellers.predict(machine)
+    predictions = fortune_tellers.predict(machine)
     assert counting.calls == 1
     np.testing.assert_array_equal(predictions["m"], np.maximum(predictions["n"], 0.9))
-    assert tellers.scoring_oracle is None
+    assert fortune_tellers.scoring_oracle is None
 
 
 def test_config_knobs_reach_the_predictors():
-    tellers = overcommit.FortuneTellers([
+    fortune_tellers = tellers.FortuneTellers([
         teller('name: "o" oracle { horizon_s: 3600 percentile: 90 cap_to_limit: true }'),
         teller('name: "a" predictor { arima { order { p: 2 d: 0 q: 1 } order { p: 1 } '
                'uncertainty: STD k1: 0.1 k2: 2 refit_every_steps: 6 min_fit_samples: 30 } }'),
         teller('name: "g" predictor { gaussian_process { pattern_length: 5 '
                'num_history_samples: 50 } }'),
         teller('name: "r" predictor { rc_like { percentile: 99 } }')], step_s=600)
-    oracle, arima, gp, rc = (p.predictor for p in tellers.predictors)
+    oracle, arima, gp, rc = (p.predictor for p in fortune_tellers.predictors)
     assert (oracle.horizon_s, oracle.percentile, oracle.cap_to_limit, oracle.step_s) == (
         3600, 90, True, 600)
     assert arima.orders == [(2, 0, 1), (1, 0, 0)] and arima.uncertainty == "std"
@@ -263,7 +266,7 @@ def test_config_knobs_reach_the_predictors():
         5, 50, 600, "variance")
     # Unset knobs take the paper's defaults: 10 h history, 2 h warm-up.
     assert (rc.percentile, rc.num_history_samples, rc.min_num_samples) == (99, 120, 24)
-    assert tellers.scoring_oracle == "o"
+    assert fortune_tellers.scoring_oracle == "o"
 
 
 # --- The stage end to end on hand-made usage ---------------------------------------------------
@@ -330,9 +333,10 @@ def hand_made_run(tmp_path_factory):
     (root / "usage").mkdir()
     pq.write_table(usage, root / "usage" / "part-0.parquet")
     config = f"""usage {{ input {{ parquet: "{root}/usage" }} }}
+        overcommit {{
         filter {{ priority_range {{ lower_bound: 100 }} }}
         metric {{ avg_cpu: true }}
-        {TELLERS}"""
+        {TELLERS} }}"""
     return run_text_config(config, root / "out"), good
 
 
@@ -398,7 +402,7 @@ def test_machine_cell_and_summary_metrics_agree_with_the_timeseries(hand_made_ru
     summary = tables["overcommit_summary"].set_index(["predictor", "metric"])
     assert len(summary) == 5 * 4
     for name in ("oracle", "borg", "n_sigma", "rc_like", "max"):
-        for metric in overcommit.MACHINE_METRIC_NAMES:
+        for metric in MACHINE_METRIC_NAMES:
             values = machines.loc[name][metric].to_numpy()
             row = summary.loc[(name, metric)]
             assert row.n == 2 and row["mean"] == pytest.approx(values.mean())
@@ -425,9 +429,9 @@ def test_bad_input_is_counted_and_explained(hand_made_run):
         ("usage", "usage window has no avg_cpu value"),
         ("overcommit_scheduled_usage",
          "sample has no machine_id to schedule it by (scheduler.by_machine_id)"),
-        ("overcommit_scheduled_usage", overcommit.INVALID_LIMIT),
-        ("overcommit_scheduled_usage", overcommit.INVALID_USAGE),
-        ("overcommit_scheduled_usage", overcommit.DUPLICATE_SAMPLE),
+        ("overcommit_scheduled_usage", tellers.INVALID_LIMIT),
+        ("overcommit_scheduled_usage", tellers.INVALID_USAGE),
+        ("overcommit_scheduled_usage", tellers.DUPLICATE_SAMPLE),
     ])
     assert dead.source.eq("overcommit").all()
 
@@ -436,6 +440,7 @@ def test_bad_input_is_counted_and_explained(hand_made_run):
 
 SYNTHETIC = """
 synthetic {{ machines: 3 days: 0.5 seed: 4 }}
+overcommit {{
 filter {{ priority_range {{ lower_bound: 100 }} }}
 filtered_usage {{ output {{ parquet: "{root}/filtered" }} }}
 metric {{ cpu_percentile: 90 }}
@@ -448,6 +453,7 @@ fortune_teller {{ name: "borg_default" predictor {{ borg_default {{}} }} }}
 fortune_teller {{ name: "max_n_sigma_rc_like" predictor {{ max_of {{
   predictors {{ n_sigma {{ num_history_samples: 24 min_num_samples: 6 }} }}
   predictors {{ rc_like {{ percentile: 99 num_history_samples: 24 min_num_samples: 6 }} }} }} }} }}
+}}
 """
 OUTPUTS = ("overcommit_timeseries", "overcommit_machine_metrics", "overcommit_cell_metrics",
            "overcommit_summary")
@@ -478,11 +484,9 @@ def test_loading_the_scheduled_usage_gives_the_same_tables(synthetic_run, tmp_pa
     root, tables = synthetic_run
     start = SYNTHETIC.index("fortune_teller")
     loaded = run_text_config(
-        f'scheduled_usage {{ input {{ parquet: "{root}/scheduled" }} }}\n'
+        f'overcommit {{ scheduled_usage {{ input {{ parquet: "{root}/scheduled" }} }}\n'
         + SYNTHETIC[start:].format(root=root), tmp_path)
-    for name in OUTPUTS:
-        pd.testing.assert_frame_equal(sorted_frame(loaded[name]), sorted_frame(tables[name]),
-                                      obj=name)
+    assert_tables_equal(loaded, tables, OUTPUTS)
 
 
 def test_two_worker_processes_give_the_same_tables(synthetic_run, tmp_path):
@@ -491,9 +495,7 @@ def test_two_worker_processes_give_the_same_tables(synthetic_run, tmp_path):
     parallel = run_text_config(SYNTHETIC.format(root=tmp_path), tmp_path / "out", [
         "--runner=DirectRunner", "--direct_running_mode=multi_processing",
         "--direct_num_workers=2"])
-    for name in OUTPUTS + ("overcommit_counts",):
-        pd.testing.assert_frame_equal(sorted_frame(parallel[name]), sorted_frame(tables[name]),
-                                      obj=name)
+    assert_tables_equal(parallel, tables, OUTPUTS + ("overcommit_counts",))
 
 
 def test_notebook_draws_the_cdfs_of_a_run(synthetic_run, monkeypatch):

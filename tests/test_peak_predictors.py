@@ -8,17 +8,17 @@ import pytest
 
 from predictors.peak.arima_forecaster import ArimaForecaster
 from predictors.peak.avg_decorator import AvgDecorator
-from predictors.peak.avg_predictor import AvgPredictor
 from predictors.peak.borg_default import BorgDefaultPredictor
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
 from predictors.peak.machine_samples import MachineSamples
 from predictors.peak.max_decorator import MaxDecorator
-from predictors.peak.max_predictor import MaxPredictor
 from predictors.peak.n_sigma import NSigmaPredictor
 from predictors.peak.overcommit_metrics import total_limit
 from predictors.peak.peak_oracle import PeakOracle
 from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
 from predictors.peak.rc_like import RcLikePredictor
+from predictors.peak.task_avg import AvgPredictor
+from predictors.peak.task_max import MaxPredictor
 from tests.reference import peak as ref
 
 STEP_US = 300_000_000

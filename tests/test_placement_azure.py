@@ -1,38 +1,30 @@
 """Sanity replay on the real Azure V1 vmtable sample: invariants on a configured host shape."""
 
-import os
-
 import numpy as np
-import pandas as pd
 import pytest
 
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
+from policies.nilas import Nilas
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.replay.metrics import InflationMix
-from policies.nilas import Nilas
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
+from tests.helpers import read_vmtable
 from tests.test_placement_simulator import check_replay
 
-VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                       "azure_v1_vmtable_a.csv.gz")
-COLUMNS = ["vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
-           "avgcpu", "p95maxcpu", "vmcategory", "vmcorecount", "vmmemory"]
 SAMPLE_END_S = 2_100_000.0
 HOST_SHAPE = (48.0, 192.0)       # cores, GB
 S = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def first_half_day():
+def first_half_day(azure_vmtable):
     """The VMs created in the sample's first 12 hours; times from the first arrival,
     censored VMs end at the sample end."""
-    if not os.path.exists(VMTABLE):
-        pytest.skip(f"Azure sample not found at {VMTABLE}")
-    table = pd.read_csv(VMTABLE, header=None, names=COLUMNS,
-                        usecols=["vmcreated", "vmdeleted", "vmcorecount", "vmmemory"])
+    table = read_vmtable(azure_vmtable,
+                         usecols=["vmcreated", "vmdeleted", "vmcorecount", "vmmemory"])
     start_s = table["vmcreated"].min()
     table = table[table["vmcreated"] < start_s + 43200].sort_values("vmcreated")
     trace = PlacementTrace.from_arrays(

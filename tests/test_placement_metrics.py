@@ -5,8 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from policies.replay.metrics import (InflationMix, PlacementMetrics, difference_vs_baseline,
-                              empty_hosts_upper_bound, inflate)
+from policies.replay.metrics import (
+    InflationMix,
+    PlacementMetrics,
+    difference_vs_baseline,
+    empty_hosts_upper_bound,
+    inflate,
+)
 from policies.replay.pool import PoolSpec, PoolState
 
 

@@ -9,21 +9,29 @@ import pyarrow as pa
 import pytest
 
 from pipelines import config as run_config
-from pipelines.stages import placement
 from pipelines import schemas
+from pipelines.stages import placement
 from pipelines.stages.lifetime import load_model
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
-from policies.replay.lifetime_source import ClassifierLifetimes, HostExitCache, ModelLifetimes, \
-    to_exit_us
-from policies.replay.metrics import InflationMix
 from policies.nilas import Nilas
+from policies.replay.lifetime_source import (
+    ClassifierLifetimes,
+    HostExitCache,
+    ModelLifetimes,
+    to_exit_us,
+)
+from policies.replay.metrics import InflationMix
 from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
 from predictors.lifetime.examples import make_uptime_examples
-from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel, \
-    interval_uptimes_s, log10_uptime
+from predictors.lifetime.uptime_model import (
+    RemainingLifetimeCache,
+    UptimeLifetimeModel,
+    interval_uptimes_s,
+    log10_uptime,
+)
 from tests.helpers import run_on_loaded_tables
 
 S = 1_000_000

@@ -10,13 +10,13 @@ import pytest
 
 from configs import fleetcast_pb2
 from pipelines import config as run_config
-from pipelines.stages import placement
 from pipelines import schemas
+from pipelines.stages import placement
+from policies.best_fit import BestFit
 from policies.lava import Lava
+from policies.nilas import Nilas
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.replay.metrics import InflationMix
-from policies.nilas import Nilas
-from policies.best_fit import BestFit
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
 from tests.helpers import run_on_loaded_tables
@@ -196,11 +196,10 @@ def test_best_fit_baseline_is_added_only_when_not_configured():
         "empty_hosts_threshold_pct: 5 } }").placement
     specs = placement.replay_specs(config)
     got = sorted((s.policy, s.defrag, s.reported) for s in specs)
-    policy = fleetcast_pb2.PlacementConfig
     assert got == sorted([
-        (policy.NILAS, "none", True), (policy.NILAS, "lars_lifetime", True),
-        (policy.NILAS, "lars_baseline", True), (policy.LAVA, "none", True),
-        (policy.BEST_FIT, "none", False)])
+        ("nilas", "none", True), ("nilas", "lars_lifetime", True),
+        ("nilas", "lars_baseline", True), ("lava", "none", True),
+        ("best_fit", "none", False)])
 
 
 def test_placement_notebook_draws_its_figures(run):

@@ -7,10 +7,10 @@ from policies.best_fit import BestFit
 from policies.class_first_fit import ClassFirstFit
 from policies.la import LifetimeAlignment
 from policies.lava import EMPTY, OPEN, RECYCLING, Lava
-from policies.replay.lifetime_source import OracleLifetimes
 from policies.nilas import Nilas, temporal_cost
-from policies.replay.pool import PoolSpec, PoolState
 from policies.quantized_best_fit import QuantizedBestFit
+from policies.replay.lifetime_source import OracleLifetimes
+from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
 
 S = 1_000_000

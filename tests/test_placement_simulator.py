@@ -7,12 +7,12 @@ from policies.best_fit import BestFit
 from policies.class_first_fit import ClassFirstFit
 from policies.la import LA_MULTI_CLASS_THRESHOLDS_S, LifetimeAlignment
 from policies.lava import Lava
-from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.nilas import Nilas
-from policies.replay.pool import FIT_TOLERANCE, PoolSpec, peak_demand
 from policies.quantized_best_fit import QuantizedBestFit
-from tests.reference.placement_simulator import simulate_reference
+from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
+from policies.replay.pool import FIT_TOLERANCE, PoolSpec, peak_demand
 from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
+from tests.reference.placement_simulator import simulate_reference
 
 S = 1_000_000
 HOUR = 3600 * S

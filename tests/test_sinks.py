@@ -124,9 +124,10 @@ def test_conform_names_missing_columns():
 
 
 def test_load_or_write_round_trips_a_canonical_table(tmp_path):
-    from apache_beam.testing.util import assert_that, equal_to
-    from tests.helpers import run_text_config, sorted_frame
     import pandas as pd
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from tests.helpers import run_text_config, sorted_frame
 
     copy = tmp_path / "copy" / "usage"
     first = run_text_config(

@@ -13,8 +13,25 @@ import pytest
 
 import synthetic
 from synthetic import (
-    ENABLE, EVICT, FAIL, FINISH, KILL, LOST, MACHINE_ADD, MACHINE_REMOVE, SCHEDULE, SUBMIT,
-    UPDATE_RUNNING, Column, Fleet, Jobs, RandomFitReplay, Tasks, encode_lines, generate)
+    ENABLE,
+    EVICT,
+    FAIL,
+    FINISH,
+    KILL,
+    LOST,
+    MACHINE_ADD,
+    MACHINE_REMOVE,
+    SCHEDULE,
+    SUBMIT,
+    UPDATE_RUNNING,
+    Column,
+    Fleet,
+    Jobs,
+    RandomFitReplay,
+    Tasks,
+    encode_lines,
+    generate,
+)
 
 TERMINAL = [EVICT, FAIL, FINISH, KILL, LOST]
 HOUR_US = 3600 * 10**6

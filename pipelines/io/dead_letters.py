@@ -5,8 +5,9 @@ accept becomes a dead letter (source, table, reason, raw row) and every chunk re
 rows it read, kept and rejected, so a run can print those counts per source and table.
 """
 
+import json
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, Union
 
 import apache_beam as beam
 import numpy as np
@@ -108,6 +109,17 @@ def dead_letter_table(source: str, table: str, reasons: Sequence[str],
         "reason": pa.array(list(reasons), pa.string()),
         "raw": pa.array(list(raws), pa.string()),
     }, schema=schemas.DEAD_LETTERS)
+
+
+def rows_as_dead_letters(source: str, table: str, rows: pa.Table,
+                         reasons: Union[str, Sequence[str]]) -> pa.Table:
+    """DEAD_LETTERS of rejected rows of an Arrow table: each row as JSON in the table's column
+    order (values JSON cannot hold, e.g. timestamps, as text) with its reason (one for every
+    row, or one per row)."""
+    raws = [json.dumps(row, default=str) for row in rows.to_pylist()]
+    if isinstance(reasons, str):
+        reasons = [reasons] * len(raws)
+    return dead_letter_table(source, table, reasons, raws)
 
 
 def counts(source: str, table: str, read: int, kept: int, rejected: int):

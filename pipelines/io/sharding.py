@@ -6,6 +6,7 @@ are stable across processes and runs, so every runner groups the same way.
 """
 
 import zlib
+from typing import Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,35 @@ def shard_of_strings(keys, num_shards: int) -> np.ndarray:
     indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
     null_shard = zlib.crc32(b"") % num_shards
     return np.where(np.asarray(pc.is_null(encoded.indices)), null_shard, hashes[indices])
+
+
+def dictionary_codes(values) -> Tuple[np.ndarray, pa.Array]:
+    """(int64[n] codes, distinct values) of a string column: values[i] == distinct[codes[i]]."""
+    encoded = pc.dictionary_encode(values)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
+
+
+def split_by_key(table: pa.Table, key, num_shards: Optional[int] = None):
+    """Yields (key, sub-table) pairs that group the rows of `table` by `key` (a column name
+    or an array), rows in table order.
+
+    With `num_shards`, the key is a stable hash shard in [0, num_shards) (`shard_of_ints` for
+    integer keys, `shard_of_strings` otherwise); without, each distinct key value is a group
+    (integer keys must not be null)."""
+    keys = table.column(key) if isinstance(key, str) else key
+    integer = pa.types.is_integer(keys.type)
+    if num_shards is not None:
+        shards = (shard_of_ints(keys.to_numpy(), num_shards) if integer
+                  else shard_of_strings(keys, num_shards))
+        yield from split_table(table, shards)
+    elif integer:
+        yield from split_table(table, keys.to_numpy())
+    else:
+        codes, values = dictionary_codes(keys)
+        for code, rows in split_table(table, codes):
+            yield values[code].as_py(), rows
 
 
 def split_table(table: pa.Table, shards: np.ndarray):

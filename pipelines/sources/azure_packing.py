@@ -21,8 +21,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from configs.units import DAY_US
 from pipelines import schemas
-from pipelines.io.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, SplitByTag, counts,
-                                    dead_letter_table)
+from pipelines.io.dead_letters import (
+    COUNTS,
+    DEAD_LETTERS,
+    ROWS,
+    SplitByTag,
+    counts,
+    dead_letter_table,
+)
 
 SOURCE = "azure_packing_2020"
 
@@ -156,3 +162,8 @@ class ReadAzurePacking2020(beam.PTransform):
             "dead_letters": read[DEAD_LETTERS],
             "counts": read[COUNTS],
         }
+
+
+def validate_config(check, source, field: str = "azure_packing_2020"):
+    """Checks an AzurePacking2020Source message (configs/checks.py Checker)."""
+    check.path_exists(source.sqlite_path, f"{field}.sqlite_path")

@@ -17,14 +17,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs import fleetcast_pb2
 from configs.units import US_PER_S
 from pipelines import schemas
-
 from pipelines.io import sharding
-from pipelines.io.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, ChunkParser, ParseChunks,
-                                    RowError, to_float)
+from pipelines.io.dead_letters import (
+    COUNTS,
+    DEAD_LETTERS,
+    ROWS,
+    ChunkParser,
+    ParseChunks,
+    RowError,
+    to_float,
+)
 from pipelines.io.readers import ReadFileChunks
-from configs import fleetcast_pb2
 
 SOURCE = "azure_v1"
 VMTABLE_COLUMNS = ("vmid", "subscriptionid", "deploymentid", "vmcreated", "vmdeleted", "maxcpu",
@@ -103,16 +109,11 @@ class ReadingsParser(ChunkParser):
                 _percent(row["avgcpu"], "avgcpu", required=True))
 
 
-def split_by_vm(table: pa.Table, num_shards: int):
-    return sharding.split_table(
-        table, sharding.shard_of_strings(table.column("vmid"), num_shards))
-
-
 def split_by_deployment(table: pa.Table, num_shards: int):
     """All VMs of a deployment share a shard (a VM without one is its own deployment)."""
     ids = table.column("deployment_id")
     key = pc.if_else(pc.is_null(ids), table.column("vmid"), ids)
-    return sharding.split_table(table, sharding.shard_of_strings(key, num_shards))
+    return sharding.split_by_key(table, key, num_shards)
 
 
 def deployment_sizes(vms: pa.Table) -> np.ndarray:
@@ -224,9 +225,10 @@ class ReadAzureV1(beam.PTransform):
             | "GroupDeployments" >> beam.GroupByKey()
             | "Instances" >> beam.Map(_deployment_instances, source.pool))
         usage = (
-            {"vms": vms | "ShardVms" >> beam.FlatMap(split_by_vm, self._num_shards),
-             "readings": readings | "ShardReadings" >> beam.FlatMap(split_by_vm,
-                                                                     self._num_shards)}
+            {"vms": vms | "ShardVms" >> beam.FlatMap(sharding.split_by_key, "vmid",
+                                                      self._num_shards),
+             "readings": readings | "ShardReadings" >> beam.FlatMap(
+                 sharding.split_by_key, "vmid", self._num_shards)}
             | "GroupByVm" >> beam.CoGroupByKey()
             | "Usage" >> beam.FlatMap(_shard_usage, source.default_core_count,
                                       source.default_memory_gb))
@@ -238,3 +240,14 @@ class ReadAzureV1(beam.PTransform):
             "counts": (vms_counts, readings_counts) | "FlattenCounts" >> beam.Flatten(),
         }
 
+
+def validate_config(check, source, field: str = "azure_v1"):
+    """Checks an AzureV1Source message (configs/checks.py Checker)."""
+    check.require(source.vmtable or source.vm_cpu_readings, field,
+                  "names neither vmtable nor vm_cpu_readings")
+    for name in ("vmtable", "vm_cpu_readings"):
+        if getattr(source, name):
+            check.path_exists(getattr(source, name), f"{field}.{name}")
+    check.positive(source, "num_shards", field)
+    check.positive(source, "default_core_count", field)
+    check.positive(source, "default_memory_gb", field)

@@ -19,15 +19,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.sources import join
-
 from pipelines import schemas
-
 from pipelines.io import sharding
-from pipelines.io.dead_letters import (COUNTS, DEAD_LETTERS, ROWS, ChunkParser, ParseChunks,
-                                    RowError, SplitByTag, counts, dead_letter_table, get_field,
-                                    to_enum, to_float, to_int)
+from pipelines.io.dead_letters import (
+    COUNTS,
+    DEAD_LETTERS,
+    ROWS,
+    ChunkParser,
+    ParseChunks,
+    RowError,
+    SplitByTag,
+    counts,
+    get_field,
+    rows_as_dead_letters,
+    to_enum,
+    to_float,
+    to_int,
+)
 from pipelines.io.readers import ReadTableChunks
+from pipelines.sources import join
 
 SOURCE = "google_v3"
 
@@ -175,21 +185,9 @@ class MachineEventParser(ChunkParser):
         )
 
 
-def split_by_collection(table: pa.Table, num_shards: int):
-    """(shard, sub-table) pairs: all rows of a collection share a shard."""
-    return sharding.split_table(
-        table, sharding.shard_of_ints(table.column("collection_id").to_numpy(), num_shards))
-
-
 def _instance_ids(collection_id: pa.Array, instance_index: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(pc.cast(collection_id, pa.string()),
                                        pc.cast(instance_index, pa.string()), ":")
-
-
-def _rows_as_dead_letters(table: pa.Table, indices: np.ndarray, table_name: str, reason: str):
-    rows = table.take(indices).to_pylist()
-    return dead_letter_table(SOURCE, table_name, [reason] * len(rows),
-                             [json.dumps(r, sort_keys=True) for r in rows])
 
 
 def _first_collection_features(collections: pa.Table) -> pa.Table:
@@ -214,6 +212,21 @@ def build_instances(events: pa.Table, collections: pa.Table, pool: str):
     col = {name: events.column(name).to_numpy(zero_copy_only=False) for name in
            ("time", "type", "collection_id", "instance_index", "cpus", "memory")}
     code, _ = join.factorize(col["collection_id"], col["instance_index"])
+    order, schedules, next_terminal, broken = _schedule_runs(col, code)
+    dead = rows_as_dead_letters(
+        SOURCE, "instance_events", events.take(order[schedules[broken]]),
+        "SCHEDULE followed by another SCHEDULE of the same instance without a terminal event")
+    schedules, next_terminal = schedules[~broken], next_terminal[~broken]
+    start = order[schedules]
+    end = np.where(next_terminal >= 0, order[np.maximum(next_terminal, 0)], -1)
+    return _instances_table(events, col, collections, pool, start, end,
+                            _request_events(col, code, start)), dead
+
+
+def _schedule_runs(col: dict, code: np.ndarray):
+    """(order, schedules, next_terminal, broken): the events sorted by (instance, time,
+    type), the sorted positions of the SCHEDULEs, of each one's next terminal event of the
+    same instance (-1 if none) and whether another SCHEDULE comes first."""
     order = np.lexsort((col["type"], col["time"], code))
     sorted_code, sorted_type = code[order], col["type"][order]
     schedules = np.flatnonzero(sorted_type == SCHEDULE)
@@ -228,21 +241,25 @@ def build_instances(events: pa.Table, collections: pa.Table, pool: str):
     next_terminal = next_of(terminals, schedules)
     next_schedule = next_of(schedules, schedules)
     broken = (next_schedule >= 0) & ((next_terminal < 0) | (next_schedule < next_terminal))
-    dead = _rows_as_dead_letters(
-        events, order[schedules[broken]], "instance_events",
-        "SCHEDULE followed by another SCHEDULE of the same instance without a terminal event")
-    schedules, next_terminal = schedules[~broken], next_terminal[~broken]
+    return order, schedules, next_terminal, broken
 
-    start = order[schedules]
+
+def _request_events(col: dict, code: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Row of the request in force at each SCHEDULE row `start` (-1 if none): the latest
+    event of the instance at or before it with cpus > 0 and memory > 0."""
     has_request = np.nan_to_num(col["cpus"]) > 0
     has_request &= np.nan_to_num(col["memory"]) > 0
     request_rows = np.flatnonzero(has_request)
     request = join.latest_at_or_before(
         code[request_rows], col["time"][request_rows], code[start], col["time"][start],
         tiebreak=(col["type"][request_rows],))
-    request_event = np.where(request >= 0, request_rows[np.maximum(request, 0)], -1)
+    return np.where(request >= 0, request_rows[np.maximum(request, 0)], -1)
 
-    end = np.where(next_terminal >= 0, order[np.maximum(next_terminal, 0)], -1)
+
+def _instances_table(events: pa.Table, col: dict, collections: pa.Table, pool: str,
+                     start: np.ndarray, end: np.ndarray, request_event: np.ndarray) -> pa.Table:
+    """The INSTANCES rows of runs from event rows `start` to `end` (-1: still running);
+    `col` holds the events' time and type as numpy arrays."""
     end_time = np.where(end >= 0, col["time"][np.maximum(end, 0)], AFTER_TRACE_END)
     censored = end_time == AFTER_TRACE_END
     end_type = np.array([EVENT_TYPES[t] for t in col["type"][np.maximum(end, 0)]], dtype=object)
@@ -273,10 +290,9 @@ def build_instances(events: pa.Table, collections: pa.Table, pool: str):
             "alloc_instance_index")},
         **features,
     }
-    table = pa.Table.from_arrays(
+    return pa.Table.from_arrays(
         [instances.get(f.name, pa.nulls(n, f.type)).cast(f.type) for f in schemas.INSTANCES],
         schema=schemas.INSTANCES)
-    return table, dead
 
 
 def _collection_features_for(collection_id, collections: pa.Table) -> dict:
@@ -315,8 +331,8 @@ def join_usage(events: pa.Table, usage: pa.Table):
         usage.column("start_time").to_numpy(),
         tiebreak=(ev["type"][valid_rows], ev["cpus"][valid_rows], ev["memory"][valid_rows]))
     joined = np.flatnonzero(match >= 0)
-    dead = _rows_as_dead_letters(
-        usage, np.flatnonzero(match < 0), "instance_usage",
+    dead = rows_as_dead_letters(
+        SOURCE, "instance_usage", usage.take(np.flatnonzero(match < 0)),
         "no instance event with cpus > 0 and memory > 0 at or before the window start")
     windows = usage.take(pa.array(joined))
     request = events.take(pa.array(valid_rows[match[joined]]))
@@ -394,7 +410,8 @@ class ReadGoogleV3(beam.PTransform):
             pbegin, "machine_events", MachineEventParser(pool))
 
         def keyed(pcoll, label):
-            return pcoll | f"Shard{label}" >> beam.FlatMap(split_by_collection, self._num_shards)
+            return pcoll | f"Shard{label}" >> beam.FlatMap(
+                sharding.split_by_key, "collection_id", self._num_shards)
 
         built = (
             {"events": keyed(events, "Events"), "usage": keyed(usage, "Usage"),
@@ -410,3 +427,23 @@ class ReadGoogleV3(beam.PTransform):
             | "FlattenCounts" >> beam.Flatten())
         return {"machines": machines, "instances": built["instances"], "usage": built["usage"],
                 "dead_letters": dead_letters, "counts": all_counts}
+
+
+def _validate_table_input(check, message, field: str, required: bool):
+    which = message.WhichOneof("input")
+    if which is None:
+        if required:
+            check.fail(field, "is required (path, bigquery_table or bigquery_query)")
+    elif which == "path":
+        check.path_exists(message.path, f"{field}.path")
+    elif which == "bigquery_table":
+        check.require("." in message.bigquery_table, f"{field}.bigquery_table",
+                      "must be 'dataset.table' or 'project:dataset.table'")
+
+
+def validate_config(check, source, field: str = "google_v3"):
+    """Checks a GoogleV3Source message (configs/checks.py Checker)."""
+    check.positive(source, "num_shards", field)
+    _validate_table_input(check, source.instance_events, f"{field}.instance_events", True)
+    for name in ("instance_usage", "machine_events", "collection_events"):
+        _validate_table_input(check, getattr(source, name), f"{field}.{name}", False)

@@ -15,7 +15,11 @@ instances that started at least `lifetime_cap_s` before the split, the LA classi
 that started at least `la_threshold_s` before it (`label_known`): their labels are
 known at the split, while among more recent instances only the short ones would have one.
 Kaplan–Meier handles censoring itself and uses every training instance. Censored instances
-give examples only where their label is known (predictors/lifetime_examples.py).
+give examples only where their label is known (predictors/lifetime/examples.py).
+
+The models are those of `predictors.lifetime.registry.LIFETIME_MODELS`: the stage trains, in
+registry order, each one the config asks for, saves it under its name and evaluates it by
+what it predicts (a remaining lifetime, or whether the instance is long-lived).
 
 Examples are generated per shard of instances, in parallel, from the trace's span (a
 Combine broadcast to the shards by a CoGroupByKey, so no side input is needed). Training is
@@ -36,31 +40,44 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
-
 from pipelines.io import sharding
-from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, dead_letter_table
+from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, rows_as_dead_letters
 from pipelines.io.sinks import WriteTable
-from predictors.lifetime.kaplan_meier import DEFAULT_STRATUM_FEATURES, KaplanMeierLifetimeModel
-from predictors.lifetime.la_classifier import LaClassifier
-from predictors.lifetime.evaluation import DEFAULT_RECALLS, concordance_table, \
-    error_histogram, f1_by_uptime, la_classifier_metrics, long_lived_metrics, \
-    predict_at_uptime_quantiles
-from predictors.lifetime.examples import TimeSplit, label_known, long_lived_labels, \
-    make_uptime_examples, observed_lifetimes, reject_invalid_lifetimes, split_time_of_span, \
-    started_before_trace, time_split
+from predictors.lifetime.base import METADATA_FILE, ModelFiles
+from predictors.lifetime.evaluation import (
+    DEFAULT_RECALLS,
+    concordance_table,
+    error_histogram,
+    f1_by_uptime,
+    la_classifier_metrics,
+    long_lived_metrics,
+    predict_at_uptime_quantiles,
+)
+from predictors.lifetime.examples import (
+    TimeSplit,
+    label_known,
+    make_uptime_examples,
+    reject_invalid_lifetimes,
+    split_time_of_span,
+    started_before_trace,
+    time_split,
+)
 from predictors.lifetime.features import REASON_NO_FEATURES, lacks_feature_values
-from predictors.lifetime.model_files import FORMAT_VERSION, METADATA_FILE, ModelFiles
-from predictors.lifetime.uptime_model import UptimeLifetimeModel
+from predictors.lifetime.registry import (
+    LIFETIME_MODELS,
+    LONG_LIVED,
+    REMAINING_LIFETIME,
+    FittedModel,
+    TrainingData,
+    model_classes,
+    validate_models,
+)
 
 SOURCE = "lifetime"
 EXAMPLES = "lifetime_examples"
-UPTIME, NO_UPTIME, KAPLAN_MEIER, LA_CLASSIFIER = (
-    "uptime", "no_uptime", "kaplan_meier", "la_classifier")
 TRAINING_TABLES = ("lifetime_split", "lifetime_models", "lifetime_long_lived",
                    "lifetime_la_classifier", "lifetime_f1_by_uptime",
                    "lifetime_error_histogram", "lifetime_concordance")
-MODEL_CLASSES = {cls.KIND: cls
-                 for cls in (UptimeLifetimeModel, LaClassifier, KaplanMeierLifetimeModel)}
 
 # (first start after the trace start, latest start or end time) in µs; None without rows.
 Span = Tuple[Optional[int], Optional[int]]
@@ -166,9 +183,9 @@ def dead_letters_of(rejected: pd.DataFrame) -> pa.Table:
     (through Arrow, so that integer columns pandas holds as float read as integers again)."""
     columns = rejected.drop(columns="reason")
     schema = pa.schema([(name, schemas.INSTANCES.field(name).type) for name in columns])
-    rows = pa.Table.from_pandas(columns, schema=schema, preserve_index=False).to_pylist()
-    return dead_letter_table(SOURCE, "instances", rejected["reason"].tolist(),
-                             [json.dumps(row) for row in rows])
+    return rows_as_dead_letters(
+        SOURCE, "instances", pa.Table.from_pandas(columns, schema=schema, preserve_index=False),
+        rejected["reason"].tolist())
 
 
 def shard_examples(element, config):
@@ -189,58 +206,16 @@ def shard_examples(element, config):
         yield EXAMPLES, examples
 
 
-def uptime_model(config, use_uptime: bool) -> UptimeLifetimeModel:
-    return UptimeLifetimeModel(
-        num_trees=config.num_trees, num_leaves=config.num_leaves,
-        learning_rate=config.learning_rate, min_data_in_leaf=config.min_data_in_leaf,
-        validation_fraction=config.validation_fraction,
-        early_stopping_rounds=config.early_stopping_rounds,
-        uptime_max_bin=config.uptime_max_bin, seed=config.seed,
-        num_threads=config.num_threads, use_uptime=use_uptime,
-        min_category_count=config.min_category_count,
-        features=list(config.feature) or None, time_origin_s=config.time_origin_s)
-
-
-def la_classifier(config) -> LaClassifier:
-    return LaClassifier(
-        threshold_s=float(config.la_threshold_s), num_trees=config.num_trees,
-        num_leaves=config.num_leaves, learning_rate=config.learning_rate,
-        min_data_in_leaf=config.min_data_in_leaf,
-        validation_fraction=config.validation_fraction,
-        early_stopping_rounds=config.early_stopping_rounds,
-        target_recall=config.la_target_recall or None,
-        decision_probability=config.la_decision_probability, seed=config.seed,
-        num_threads=config.num_threads, min_category_count=config.min_category_count,
-        features=list(config.feature) or None, time_origin_s=config.time_origin_s)
-
-
-def kaplan_meier(config) -> KaplanMeierLifetimeModel:
-    return KaplanMeierLifetimeModel(
-        stratum_features=list(config.kaplan_meier_stratum_feature) or DEFAULT_STRATUM_FEATURES,
-        min_stratum_count=config.min_category_count, cap_s=float(config.lifetime_cap_s),
-        min_remaining_s=config.min_remaining_s, time_origin_s=config.time_origin_s)
-
-
-def fit_models(split: TimeSplit, config) -> Dict[str, Tuple[object, int, int]]:
-    """The configured models fitted on the training part:
-    {name: (model, training instances, rows fit on)}."""
-    split_time_us = split.split_time_us
+def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
+    """The models the config asks for (registry order), fitted on the training part."""
     labeled = regression_instances(split, config)
-    examples = examples_of(labeled, split_time_us, config)
-    models = {UPTIME: (uptime_model(config, True).fit(examples), len(labeled), len(examples))}
-    if config.train_no_uptime_ablation:
-        models[NO_UPTIME] = (uptime_model(config, False).fit(examples), len(labeled),
-                             int(np.count_nonzero(examples.uptime_s == 0)))
-    if config.train_kaplan_meier:
-        models[KAPLAN_MEIER] = (kaplan_meier(config).fit(split.train, split_time_us),
-                                len(split.train), len(split.train))
-    if config.train_la_classifier:
-        threshold_s = float(config.la_threshold_s)
-        la_train = split.train[label_known(split.train, split_time_us, threshold_s)]
-        _, known = long_lived_labels(*observed_lifetimes(la_train, split_time_us), threshold_s)
-        models[LA_CLASSIFIER] = (la_classifier(config).fit(la_train, split_time_us),
-                                 len(la_train), int(known.sum()))
-    return models
+    data = TrainingData(split, labeled, examples_of(labeled, split.split_time_us, config))
+    fitted = {}
+    for name in LIFETIME_MODELS:
+        entry = LIFETIME_MODELS[name]
+        if entry.enabled(config):
+            fitted[name] = entry.fit(entry.build(config), data, config)
+    return fitted
 
 
 def write_model_files(path: str, files: Mapping[str, bytes]) -> None:
@@ -269,20 +244,25 @@ def load_model(path: str):
     if METADATA_FILE not in files:
         raise ValueError(f"no lifetime model at {path}: {METADATA_FILE} is missing")
     kind = json.loads(files[METADATA_FILE].decode("utf-8")).get("kind")
-    if kind not in MODEL_CLASSES:
+    classes = model_classes()
+    if kind not in classes:
         raise ValueError(f"{path} holds a model of unknown kind {kind!r}; known: "
-                         f"{sorted(MODEL_CLASSES)}")
-    return MODEL_CLASSES[kind].from_files(files)
+                         f"{sorted(classes)}")
+    return classes[kind].from_files(files)
 
 
-def _model_row(name: str, model, path: str, train_instances: int, rows_fit_on: int,
-               split_time_us: int) -> dict:
-    booster = getattr(model, "booster", None)
-    return {"name": name, "kind": model.KIND, "path": path,
-            "features": list(model.feature_names), "train_instances": train_instances,
-            "train_examples": rows_fit_on,
-            "num_trees": None if booster is None else booster.num_trees(),
-            "split_time_us": split_time_us, "format_version": FORMAT_VERSION}
+def save_model(name: str, fitted: FittedModel, model_dir: str, split_time_us: int) -> dict:
+    """Writes a fitted model's files into <model_dir>/<name>; returns its LIFETIME_MODELS
+    row."""
+    path = FileSystems.join(model_dir, name)
+    model = fitted.model
+    write_model_files(path, model.to_files())
+    metadata = model.metadata()
+    return {"name": name, "kind": metadata["kind"], "path": path,
+            "features": list(model.feature_names), "train_instances": fitted.train_instances,
+            "train_examples": fitted.rows_fit_on,
+            "num_trees": metadata.get("num_trees_trained"),
+            "split_time_us": split_time_us, "format_version": metadata["format_version"]}
 
 
 def split_counts(split: TimeSplit, before_trace: pd.DataFrame, config) -> pd.DataFrame:
@@ -305,38 +285,52 @@ def split_counts(split: TimeSplit, before_trace: pd.DataFrame, config) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def evaluate(models: Mapping[str, object], split: TimeSplit, config
-             ) -> Dict[str, pd.DataFrame]:
-    """The evaluation tables of the fitted models on the test part, by table name."""
+def evaluate_remaining_lifetime(model, split: TimeSplit, config) -> Dict[str, pd.DataFrame]:
+    """The tables of a remaining-lifetime model on the test part: long-lived
+    classification, F1 by uptime quantile and the |log10 error| histogram."""
     test, observation_end_us = split.test, split.observation_end_us
-    regressors = {name: m for name, m in models.items() if name != LA_CLASSIFIER}
     threshold_s = float(config.long_lived_threshold_s)
     decision_s = float(config.long_lived_decision_s)
-    long_lived, f1, histogram = [], [], []
-    for name, model in regressors.items():
-        long_lived.append(long_lived_metrics(
+    predictions = predict_at_uptime_quantiles(
+        model, test, n_quantiles=config.num_uptime_quantiles,
+        observation_end_us=observation_end_us)
+    return {
+        "lifetime_long_lived": long_lived_metrics(
             model, test, observation_end_us=observation_end_us, threshold_s=threshold_s,
-            decision_threshold_s=decision_s, recalls=DEFAULT_RECALLS).assign(model=name))
-        predictions = predict_at_uptime_quantiles(
-            model, test, n_quantiles=config.num_uptime_quantiles,
-            observation_end_us=observation_end_us)
-        f1.append(f1_by_uptime(*predictions, threshold_s=threshold_s,
-                               decision_threshold_s=decision_s).assign(model=name))
-        histogram.append(error_histogram(
+            decision_threshold_s=decision_s, recalls=DEFAULT_RECALLS),
+        "lifetime_f1_by_uptime": f1_by_uptime(*predictions, threshold_s=threshold_s,
+                                              decision_threshold_s=decision_s),
+        "lifetime_error_histogram": error_histogram(
             *predictions, cap_s=float(config.lifetime_cap_s),
-            min_remaining_s=config.min_remaining_s).assign(model=name))
-    tables = {
-        "lifetime_long_lived": pd.concat(long_lived, ignore_index=True),
-        "lifetime_f1_by_uptime": pd.concat(f1, ignore_index=True),
-        "lifetime_error_histogram": pd.concat(histogram, ignore_index=True),
-        "lifetime_concordance": concordance_table(
-            models, test, observation_end_us=observation_end_us,
-            cap_s=float(config.lifetime_cap_s)),
+            min_remaining_s=config.min_remaining_s),
     }
-    if LA_CLASSIFIER in models:
-        tables["lifetime_la_classifier"] = la_classifier_metrics(
-            models[LA_CLASSIFIER], test, observation_end_us=observation_end_us,
-            recalls=DEFAULT_RECALLS).assign(model=LA_CLASSIFIER)
+
+
+def evaluate_long_lived(model, split: TimeSplit, config) -> Dict[str, pd.DataFrame]:
+    """The table of a long-lived classifier on the test part (003 Tables 1, 3)."""
+    return {"lifetime_la_classifier": la_classifier_metrics(
+        model, split.test, observation_end_us=split.observation_end_us,
+        recalls=DEFAULT_RECALLS)}
+
+
+# What each kind of model is evaluated with (by the registry entry's `predicts`).
+EVALUATIONS = {REMAINING_LIFETIME: evaluate_remaining_lifetime,
+               LONG_LIVED: evaluate_long_lived}
+
+
+def evaluate(models: Mapping[str, object], split: TimeSplit, config
+             ) -> Dict[str, pd.DataFrame]:
+    """The evaluation tables of the fitted models {registry name: model} on the test part,
+    by table name; each row names its model."""
+    parts: Dict[str, list] = {}
+    for name, model in models.items():
+        evaluation = EVALUATIONS[LIFETIME_MODELS[name].predicts]
+        for table, frame in evaluation(model, split, config).items():
+            parts.setdefault(table, []).append(frame.assign(model=name))
+    tables = {table: pd.concat(frames, ignore_index=True) for table, frames in parts.items()}
+    tables["lifetime_concordance"] = concordance_table(
+        models, split.test, observation_end_us=split.observation_end_us,
+        cap_s=float(config.lifetime_cap_s))
     return tables
 
 
@@ -370,18 +364,37 @@ def train_and_evaluate(element, config, model_dir: str):
                          f"{split.split_time_us} µs, so no label is known; lower "
                          "lifetime_cap_s or raise train_fraction")
     fitted = fit_models(split, config)
-    model_rows = []
-    for name, (model, train_instances, rows_fit_on) in fitted.items():
-        path = FileSystems.join(model_dir, name)
-        write_model_files(path, model.to_files())
-        model_rows.append(_model_row(name, model, path, train_instances, rows_fit_on,
-                                     split.split_time_us))
-    frames = evaluate({name: model for name, (model, _, _) in fitted.items()}, split, config)
+    model_rows = [save_model(name, f, model_dir, split.split_time_us)
+                  for name, f in fitted.items()]
+    frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
     frames["lifetime_models"] = pd.DataFrame(model_rows)
     frames["lifetime_split"] = split_counts(split, parts.before_trace, config)
     for name, frame in frames.items():
         yield name, pa.Table.from_pandas(frame, schema=schemas.TABLES[name],
                                          preserve_index=False)
+
+
+def validate_config(check, config, field: str = "lifetime_model"):
+    """Checks a LifetimeModelConfig, reporting through `check` (configs/checks.py) under
+    `field`: the stage's own fields (examples, split, evaluation) here, each model's fields
+    through its registry entry (`validate_models`)."""
+    for name in ("lifetime_cap_s", "min_category_count", "uptime_examples_per_instance",
+                 "min_remaining_s", "long_lived_threshold_s", "long_lived_decision_s",
+                 "num_uptime_quantiles", "num_shards"):
+        check.positive(config, name, field)
+    check.require(0 < config.train_fraction < 1, f"{field}.train_fraction",
+                  f"must be in (0, 1), got {config.train_fraction}")
+    check.require(config.min_remaining_s <= config.lifetime_cap_s, f"{field}.min_remaining_s",
+                  f"must not exceed lifetime_cap_s {config.lifetime_cap_s}, got "
+                  f"{config.min_remaining_s}")
+    validate_models(check, config, field)
+    if config.HasField("examples"):
+        which = config.examples.WhichOneof("load_or_write")
+        if which == "output":
+            check.location(config.examples.output, f"{field}.examples.output")
+        else:
+            check.fail(f"{field}.examples", "only output is supported: examples are derived "
+                       "from the instances (load the instances table instead)")
 
 
 def _shard_by_instance(table: pa.Table, num_shards: int):

@@ -22,7 +22,6 @@ so every replay waits for training) names the directories the models were saved 
 """
 
 import dataclasses
-import json
 import math
 import zlib
 from typing import List, Optional, Sequence
@@ -35,18 +34,16 @@ import pyarrow.compute as pc
 from configs import fleetcast_pb2
 from pipelines import schemas
 from pipelines.io import sharding
-from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, dead_letter_table
-from policies.best_fit import BestFit
-from policies.class_first_fit import ClassFirstFit
-from policies.la import LA_MULTI_CLASS_THRESHOLDS_S, LifetimeAlignment
+from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, rows_as_dead_letters
 from policies.lars import Lars
-from policies.lava import Lava
-from policies.replay.lifetime_source import ClassifierLifetimes, NoisyOracleLifetimes, \
-    OracleLifetimes
+from policies.registry import PLACEMENT_POLICIES, build_policy_plugin, check_policy_plugin
+from policies.replay.lifetime_source import (
+    ClassifierLifetimes,
+    NoisyOracleLifetimes,
+    OracleLifetimes,
+)
 from policies.replay.metrics import InflationMix, difference_vs_baseline
-from policies.nilas import Nilas
 from policies.replay.pool import PoolSpec
-from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
 
 SOURCE = "placement"
@@ -55,6 +52,7 @@ SUMMARY = "placement_summary"
 POOLS = "pools"
 Policy = fleetcast_pb2.PlacementConfig.Policy
 LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
+BEST_FIT = "best_fit"  # the baseline every replay is compared with
 NO_DEFRAG = "none"
 DEFRAG_LABELS = {LarsOrder.LIFETIME: "lars_lifetime", LarsOrder.BASELINE: "lars_baseline"}
 # Model names in the lifetime stage's `lifetime_models` table (pipelines/lifetime.py).
@@ -93,9 +91,10 @@ class LifetimeSpec:
 
 @dataclasses.dataclass(frozen=True)
 class ReplaySpec:
-    """One replay of a pool. `reported` is False for the Best-Fit baseline replay that the
-    stage adds when the config does not ask for it (used for differences only)."""
-    policy: int
+    """One replay of a pool: `policy` is a registered policy's name or a plug-in's configured
+    name. `reported` is False for the Best-Fit baseline replay that the stage adds when the
+    config does not ask for it (used for differences only)."""
+    policy: str
     lifetimes: LifetimeSpec
     defrag: str
     reported: bool = True
@@ -113,46 +112,41 @@ class PoolInput:
     instances: Optional[pa.Table] = None
 
 
+def policy_name(policy: int) -> str:
+    """The registry name of a PlacementConfig.Policy value (BEST_FIT → "best_fit")."""
+    return Policy.Name(policy).lower()
+
+
+def policy_names(config) -> List[str]:
+    """Every configured policy by name: the built-ins in config order, then the plug-ins."""
+    return [policy_name(p) for p in config.policy] + [p.name for p in config.policy_plugin]
+
+
 def replay_specs(config) -> List[ReplaySpec]:
     """Every configured replay, plus a Best-Fit baseline per lifetime source if needed."""
     lifetimes = [LifetimeSpec.of(m) for m in config.lifetime_source]
     lars = config.lars
-    defragmented = (set(lars.policy or config.policy) if config.HasField("lars") else set())
+    names = policy_names(config)
+    defragmented = (set(map(policy_name, lars.policy)) or set(names)
+                    if config.HasField("lars") else set())
     specs = []
-    for policy in config.policy:
+    for name in names:
         defrags = [NO_DEFRAG] + ([DEFRAG_LABELS[o] for o in lars.order]
-                                 if policy in defragmented else [])
-        specs += [ReplaySpec(policy, source, defrag) for source in lifetimes
+                                 if name in defragmented else [])
+        specs += [ReplaySpec(name, source, defrag) for source in lifetimes
                   for defrag in defrags]
-    if Policy.BEST_FIT not in config.policy:
-        specs += [ReplaySpec(Policy.BEST_FIT, source, NO_DEFRAG, reported=False)
+    if BEST_FIT not in names:
+        specs += [ReplaySpec(BEST_FIT, source, NO_DEFRAG, reported=False)
                   for source in lifetimes]
     return specs
 
 
-def make_policy(policy: int, config):
-    """The placement policy object of a configured Policy value."""
-    if policy == Policy.BEST_FIT:
-        return BestFit()
-    if policy == Policy.PBFR:
-        return QuantizedBestFit(config.pbfr_num_buckets)
-    if policy == Policy.DPBFR:
-        return QuantizedBestFit(config.pbfr_num_buckets, config.dpbfr_long_lived_num_buckets,
-                                config.dpbfr_long_lived_threshold_s)
-    if policy == Policy.LA:
-        return LifetimeAlignment(tuple(config.la_class_threshold_s)
-                                 or LA_MULTI_CLASS_THRESHOLDS_S)
-    if policy == Policy.LA_BINARY:
-        la_binary = LifetimeAlignment((config.la_binary_threshold_s,))
-        la_binary.name = "la_binary"  # whatever the threshold, as configured
-        return la_binary
-    if policy == Policy.NILAS:
-        return Nilas()
-    if policy in (Policy.LAVA, Policy.LAVA_SCORING):
-        return Lava(config.lava_recycle_fraction, strict_recycling=policy == Policy.LAVA)
-    if policy == Policy.CLASS_FIRST_FIT:
-        return ClassFirstFit(config.class_first_fit_time_unit_s)
-    raise ValueError(f"unknown placement policy {policy}")
+def make_policy(name: str, config):
+    """The placement policy object named `name`: a registered policy or a plug-in."""
+    for plugin in config.policy_plugin:
+        if plugin.name == name:
+            return build_policy_plugin(plugin)
+    return PLACEMENT_POLICIES[name].build(config)
 
 
 def pool_seed(seed: int, pool: str) -> int:
@@ -162,10 +156,7 @@ def pool_seed(seed: int, pool: str) -> int:
 
 def split_by_pool(table: pa.Table):
     """(pool, rows) for every pool of a table with a `pool` column (null pool: "")."""
-    pools = pc.fill_null(table.column("pool"), "")
-    names = pc.unique(pools).to_pylist()
-    for name in names:
-        yield name, table.filter(pc.equal(pools, name))
+    return sharding.split_by_key(table, pc.fill_null(table.column("pool"), ""))
 
 
 def hosts_of_machines(machines: pa.Table) -> Optional[np.ndarray]:
@@ -206,12 +197,6 @@ def fits_some_host(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return np.any(np.all(demand[:, None, :] <= shapes[None, :, :], axis=2), axis=1)
 
 
-def dead_letters_of(rows: pa.Table, reasons: Sequence[str]) -> pa.Table:
-    """DEAD_LETTERS rows: each instance row as JSON, with its reason."""
-    raws = [json.dumps(row) for row in rows.to_pylist()]
-    return dead_letter_table(SOURCE, "instances", list(reasons), raws)
-
-
 def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> PoolSpec:
     """The pool's hosts: configured shape and count (or count from peak demand), else the
     machines' capacities."""
@@ -236,7 +221,8 @@ def prepare_pool(element, config, keep_instances: bool):
     if not config.HasField("host_shape"):
         capacity = hosts_of_machines(sharding.concat(grouped["machines"], schemas.MACHINES))
         if capacity is None:
-            yield DEAD_LETTERS, dead_letters_of(instances, [REASON_NO_HOSTS] * len(instances))
+            yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances,
+                                                     REASON_NO_HOSTS)
             return
     reasons = request_reasons(instances)
     host_shapes = (capacity if capacity is not None
@@ -248,7 +234,8 @@ def prepare_pool(element, config, keep_instances: bool):
     reasons[too_large] = REASON_TOO_LARGE
     rejected = reasons != ""
     if rejected.any():
-        yield DEAD_LETTERS, dead_letters_of(instances.filter(pa.array(rejected)),
+        yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances",
+                                                 instances.filter(pa.array(rejected)),
                                             reasons[rejected])
     kept = instances.filter(pa.array(~rejected))
     if not kept.num_rows:
@@ -317,8 +304,8 @@ def make_lars(defrag: str, config, pool: str) -> Optional[Lars]:
                 seed=pool_seed(config.seed, pool))
 
 
-def _key_columns(pool_input: PoolInput, policy_name: str, spec: ReplaySpec, n: int) -> dict:
-    return {"pool": [pool_input.pool] * n, "policy": [policy_name] * n,
+def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int) -> dict:
+    return {"pool": [pool_input.pool] * n, "policy": [spec.policy] * n,
             "lifetime_source": [spec.lifetimes.label] * n,
             "noisy_oracle_accuracy": [spec.lifetimes.accuracy] * n, "defrag": [spec.defrag] * n}
 
@@ -344,7 +331,7 @@ def replay(element, config, model_tables=()):
         lars=make_lars(spec.defrag, config, pool_input.pool), weights=weights)
     series = result.timeseries
     if spec.reported:
-        columns = _key_columns(pool_input, result.policy, spec, len(series["time_us"]))
+        columns = _key_columns(pool_input, spec, len(series["time_us"]))
         columns["time"] = series["time_us"]
         for field in schemas.PLACEMENT_TIMESERIES.names[len(columns):]:
             columns[field] = series[field]
@@ -356,7 +343,7 @@ def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
     """The PLACEMENT_SUMMARY row of one replay, without the differences vs Best-Fit."""
     summary, host_of_vm = result.summary, result.host_of_vm
     row = {name: values[0] for name, values in
-           _key_columns(pool_input, result.policy, spec, 1).items()}
+           _key_columns(pool_input, spec, 1).items()}
     row.update(
         num_hosts=pool_input.spec.num_hosts, vms=len(host_of_vm),
         placed_vms=int(np.sum(host_of_vm >= 0)), failed_vms=int(np.sum(host_of_vm == FAILED)),
@@ -379,7 +366,7 @@ def with_baseline_differences(element) -> pa.Table:
     rows = sorted(rows, key=lambda r: (r[0]["policy"], r[0]["lifetime_source"],
                                        r[0]["defrag"], not r[1]))
     baselines = {row["lifetime_source"]: row for row, _ in rows
-                 if row["policy"] == "best_fit" and row["defrag"] == NO_DEFRAG}
+                 if row["policy"] == BEST_FIT and row["defrag"] == NO_DEFRAG}
     out = []
     for row, reported in rows:
         if not reported:
@@ -431,3 +418,79 @@ class PlacementStage(beam.PTransform):
                    | "VsBestFit" >> beam.Map(with_baseline_differences))
         return {TIMESERIES: replays[TIMESERIES], SUMMARY: summary,
                 DEAD_LETTERS: prepared[DEAD_LETTERS]}
+
+
+def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
+                    field: str = "placement"):
+    """Checks a PlacementConfig; `lifetime_model` is the run's LifetimeModelConfig (None
+    without a lifetime stage), `has_hosts` whether the source gives hosts."""
+    names = policy_names(config)
+    check.require(len(names) > 0, f"{field}.policy", "names no policy")
+    for i, policy in enumerate(config.policy):
+        if policy == Policy.POLICY_UNSPECIFIED:
+            check.fail(f"{field}.policy[{i}]", "is POLICY_UNSPECIFIED")
+        else:
+            PLACEMENT_POLICIES[policy_name(policy)].validate(check, config, field)
+    for i, plugin in enumerate(config.policy_plugin):
+        check_policy_plugin(check, plugin, f"{field}.policy_plugin[{i}]")
+        check.require(names.count(plugin.name) == 1, f"{field}.policy_plugin[{i}].name",
+                      f"{plugin.name!r} is used twice")
+    _validate_lifetime_sources(check, config, lifetime_model, field)
+    if not has_hosts or config.HasField("host_shape"):
+        check.require(config.HasField("host_shape"), f"{field}.host_shape",
+                      "is required: this trace has no hosts")
+        if config.HasField("host_shape"):
+            check.positive(config.host_shape, "cpu", f"{field}.host_shape")
+            check.positive(config.host_shape, "memory", f"{field}.host_shape")
+    if config.HasField("host_count"):
+        check.positive(config, "host_count", field)
+    check.require(0 < config.target_utilization <= 1, f"{field}.target_utilization",
+                  f"must be in (0, 1], got {config.target_utilization}")
+    check.positive(config, "warmup_s", field, allow_zero=True)
+    check.positive(config, "sample_period_s", field)
+    check.positive(config, "refresh_interval_s", field, allow_zero=True)
+    if config.HasField("best_fit_weights"):
+        check.positive(config.best_fit_weights, "cpu", f"{field}.best_fit_weights")
+        check.positive(config.best_fit_weights, "memory", f"{field}.best_fit_weights")
+    for name in ("inflation_max_shapes", "inflation_copies_per_round"):
+        check.positive(config, name, field)
+    check.positive(config, "stranding_every", field, allow_zero=True)
+    if config.HasField("start_time_us") and config.HasField("end_time_us"):
+        check.require(config.start_time_us <= config.end_time_us, f"{field}.end_time_us",
+                      f"is before start_time_us ({config.end_time_us} < "
+                      f"{config.start_time_us})")
+    if config.HasField("lars"):
+        _validate_lars(check, config, f"{field}.lars")
+
+
+def _validate_lifetime_sources(check, config, lifetime_model, field: str):
+    check.require(len(config.lifetime_source) > 0, f"{field}.lifetime_source",
+                  "names no lifetime source")
+    for i, lifetime in enumerate(config.lifetime_source):
+        which = lifetime.WhichOneof("source")
+        check.require(which is not None, f"{field}.lifetime_source[{i}]", "names no source")
+        if which == "noisy_oracle_accuracy":
+            check.fraction(lifetime, "noisy_oracle_accuracy", f"{field}.lifetime_source[{i}]")
+        if which in ("uptime_model", "one_shot_model"):
+            check.require(lifetime_model is not None, f"{field}.lifetime_source[{i}]",
+                          f"{which} needs a lifetime_model stage")
+        if which == "one_shot_model" and lifetime_model is not None:
+            check.require(lifetime_model.train_la_classifier, f"{field}.lifetime_source[{i}]",
+                          "one_shot_model needs lifetime_model.train_la_classifier")
+
+
+def _validate_lars(check, config, field: str):
+    lars = config.lars
+    check.require(len(lars.order) > 0, f"{field}.order", "names no order")
+    for i, order in enumerate(lars.order):
+        check.require(order != LarsOrder.ORDER_UNSPECIFIED, f"{field}.order[{i}]",
+                      "is ORDER_UNSPECIFIED")
+    check.require(lars.HasField("empty_hosts_threshold_pct"),
+                  f"{field}.empty_hosts_threshold_pct", "is required")
+    check.fraction(lars, "empty_hosts_threshold_pct", field, upper=100.0)
+    for name in ("max_inflight", "migration_duration_s", "max_draining_hosts",
+                 "check_period_s"):
+        check.positive(lars, name, field)
+    for i, policy in enumerate(lars.policy):
+        check.require(policy in config.policy, f"{field}.policy[{i}]",
+                      "is not one of placement.policy")

@@ -33,9 +33,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from configs.units import US_PER_S
-from predictors.lifetime.noisy_oracle import NoisyOracle
 from policies.replay.pool import PoolState
-
+from predictors.lifetime.noisy_oracle import NoisyOracle
 
 
 class LifetimeSource(Protocol):

@@ -28,10 +28,14 @@ import numpy as np
 from configs.units import US_PER_S
 from policies.best_fit import BestFit
 from policies.lars import Lars
-from policies.replay.lifetime_source import (HostExitCache, LifetimeSource, OneShotLifetimes,
-                                      to_exit_us)
-from policies.replay.metrics import InflationMix, PlacementMetrics
 from policies.policy import PlacementPolicy
+from policies.replay.lifetime_source import (
+    HostExitCache,
+    LifetimeSource,
+    OneShotLifetimes,
+    to_exit_us,
+)
+from policies.replay.metrics import InflationMix, PlacementMetrics
 from policies.replay.pool import PoolSpec, PoolState
 
 # Event kinds, in their order at equal times. Arrivals come from the sorted trace arrays.
@@ -39,6 +43,13 @@ EXIT, MIGRATION_DONE, TIMER, ARRIVAL, SAMPLE, DEFRAG_CHECK = range(6)
 # host_of_vm values besides host indexes.
 FAILED = -1
 NOT_REPLAYED = -2
+
+
+def stream_exit_first(exit_us: int, exit_vm: int, events: list) -> bool:
+    """Whether the exit stream's next exit (`exit_us`, `exit_vm`) comes before the head of
+    the event heap, in the heap's (time, kind, key) order."""
+    return not events or exit_us < events[0][0] or (
+        exit_us == events[0][0] and (EXIT, exit_vm) < events[0][1:])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,32 +228,49 @@ class _Replay:
             self.lars.vm_exited(vm, host, now_us)
 
     def run(self) -> PlacementResult:
-        trace, pool, policy = self.trace, self.pool, self.policy
-        cache, lars = self.cache, self.lars
+        warmup_counts = self._start()
+        replayed, arrivals, exits = self._replayed()
+        exit_times, exit_vms = self._exit_stream()
+        next_pos = self._replay_arrivals(replayed, arrivals, exits, exit_times, exit_vms)
+        self._drain(exit_times, exit_vms, next_pos)
+        return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
+                               self._summary(warmup_counts))
+
+    def _start(self) -> dict:
+        """Places the warm-up VMs, binds the policy, cache and LARS, schedules the first
+        periodic events; returns the warm-up counts."""
         warmup_counts = self._warm_up()
-        policy.bind(pool, self.schedule_timer, self.start_us)
-        if cache is not None:
-            cache.bind(pool)
-        if lars is not None:
-            lars.bind(pool, policy, self.demands, self.schedule_migration_done,
-                      self.host_changed)
+        self.policy.bind(self.pool, self.schedule_timer, self.start_us)
+        if self.cache is not None:
+            self.cache.bind(self.pool)
+        if self.lars is not None:
+            self.lars.bind(self.pool, self.policy, self.demands, self.schedule_migration_done,
+                           self.host_changed)
             heapq.heappush(self.events, (self.start_us, DEFRAG_CHECK, 0))
         if self.metrics_start_us <= self.end_us:
             heapq.heappush(self.events, (self.metrics_start_us, SAMPLE, 0))
+        return warmup_counts
 
-        arrival = trace.arrival_us
+    def _replayed(self):
+        """(vms, arrival times, predicted exits at arrival) of the VMs arriving in the
+        window, in arrival order."""
+        arrival = self.trace.arrival_us
         replayed = np.flatnonzero((arrival >= self.start_us) & (arrival <= self.end_us))
         replayed = replayed[np.argsort(arrival[replayed], kind="stable")]
         arrivals = arrival[replayed]
         exits = to_exit_us(arrivals, self.lifetimes.predict_remaining_s(
             replayed, np.zeros(len(replayed))))
+        return replayed, arrivals, exits
 
-        events, demands = self.events, self.demands
-        end_us, metrics_start = self.end_us, self.metrics_start_us
+    def _replay_arrivals(self, replayed, arrivals, exits, exit_times, exit_vms) -> int:
+        """Every arrival in order, after the events before it; returns the position in the
+        exit stream reached. The hot loop: methods and attributes are bound to locals, and
+        the common exit (no LARS) is inlined."""
+        pool, policy, cache, lars = self.pool, self.policy, self.cache, self.lars
+        events, demands, metrics_start = self.events, self.demands, self.metrics_start_us
         heappush, heappop = heapq.heappush, heapq.heappop
         select, placed, place = policy.select, policy.placed, pool.place
         remove, removed, vm_host = pool.remove, policy.removed, pool.vm_host
-        exit_times, exit_vms = self._exit_stream()
         next_pos = 0
         next_exit_us = exit_times[0]
         # Decisions in replay order (select's -1 is FAILED), stored into host_of_vm at the
@@ -251,14 +279,13 @@ class _Replay:
         decide = decisions.append
         for vm, now, exit_us, true_exit_us in zip(replayed.tolist(), arrivals.tolist(),
                                                    exits.tolist(),
-                                                   trace.exit_us[replayed].tolist()):
+                                                   self.trace.exit_us[replayed].tolist()):
             before_arrival = (now, ARRIVAL)
             while True:
-                # The next event: the stream's exit or the heap's head, in (time, kind, key)
-                # order; only events before this arrival.
-                if next_exit_us <= now and (not events or next_exit_us < events[0][0] or (
-                        next_exit_us == events[0][0]
-                        and (EXIT, exit_vms[next_pos]) < events[0][1:])):
+                # The next event: the stream's exit or the heap's head; only events before
+                # this arrival.
+                if next_exit_us <= now and stream_exit_first(next_exit_us, exit_vms[next_pos],
+                                                             events):
                     gone = exit_vms[next_pos]
                     exit_time_us = next_exit_us
                     next_pos += 1
@@ -294,23 +321,28 @@ class _Replay:
             if true_exit_us == now:
                 heappush(events, (now, EXIT, vm))
         self.host_of_vm[replayed] = decisions
+        return next_pos
+
+    def _drain(self, exit_times, exit_vms, next_pos: int) -> None:
+        """The events after the last arrival, up to the end of the replay."""
+        events, end_us, vm_host = self.events, self.end_us, self.pool.vm_host
         while True:
-            if next_exit_us <= end_us and (not events or next_exit_us < events[0][0] or (
-                    next_exit_us == events[0][0]
-                    and (EXIT, exit_vms[next_pos]) < events[0][1:])):
+            next_exit_us = exit_times[next_pos]
+            if next_exit_us <= end_us and stream_exit_first(next_exit_us, exit_vms[next_pos],
+                                                            events):
                 gone = exit_vms[next_pos]
-                exit_time_us = next_exit_us
                 next_pos += 1
-                next_exit_us = exit_times[next_pos]
                 if gone in vm_host:
-                    self._exit(gone, exit_time_us)
+                    self._exit(gone, next_exit_us)
             elif events and events[0][0] <= end_us:
-                self._dispatch(heappop(events))
+                self._dispatch(heapq.heappop(events))
             else:
                 break
 
+    def _summary(self, warmup_counts: dict) -> dict:
         summary = self.metrics.summary()
         summary.update(warmup_counts)
+        lars, cache = self.lars, self.cache
         if lars is not None:
             summary.update(lars_migrations=lars.migrations,
                            lars_saved_migrations=lars.saved_migrations,
@@ -319,7 +351,7 @@ class _Replay:
         if cache is not None:
             summary.update(predictions=cache.num_predictions,
                            prediction_batches=cache.num_batches)
-        return PlacementResult(policy.name, self.host_of_vm, self.metrics.timeseries(), summary)
+        return summary
 
     def _dispatch(self, event) -> None:
         now, kind, key = event

@@ -18,8 +18,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from predictors.lifetime.examples import DAY_S, DEFAULT_CAP_S, DEFAULT_MIN_REMAINING_S, \
-    long_lived_labels, observed_lifetimes
+from predictors.lifetime.examples import (
+    DAY_S,
+    DEFAULT_CAP_S,
+    DEFAULT_MIN_REMAINING_S,
+    long_lived_labels,
+    observed_lifetimes,
+)
 from predictors.lifetime.features import Instances, instances_frame
 
 LONG_LIVED_THRESHOLD_S = 7 * DAY_S
@@ -356,8 +361,9 @@ def la_classifier_metrics(classifier, instances: Instances, *,
     """
     frame = instances_frame(instances)
     duration_s, finished = observed_lifetimes(frame, observation_end_us)
-    is_long, known = long_lived_labels(duration_s, finished, classifier.threshold_s)
+    threshold_s = float(classifier.threshold_s)
+    is_long, known = long_lived_labels(duration_s, finished, threshold_s)
     score = classifier.predict_proba_long(classifier.encode(frame[known]))
     table = binary_classification_metrics(is_long[known], score,
-                                          classifier.decision_probability, recalls)
-    return table.assign(threshold_s=classifier.threshold_s)
+                                          classifier.decision_probability_, recalls)
+    return table.assign(threshold_s=threshold_s)

@@ -14,17 +14,20 @@ prediction is `cap_s`, the longest remaining lifetime the other models predict.
 """
 
 import io
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from predictors.lifetime.examples import DEFAULT_CAP_S, DEFAULT_MIN_REMAINING_S, \
-    observed_lifetimes
-from predictors.lifetime.features import NULL_CATEGORY, Instances, available_features, \
-    derive_features, instances_frame
-from predictors.lifetime.model_files import METADATA_FILE, ModelFiles, metadata_bytes, \
-    read_metadata, read_model_dir, write_model_dir
+from predictors.lifetime.base import LifetimeModel, ModelFiles
+from predictors.lifetime.examples import DEFAULT_CAP_S, DEFAULT_MIN_REMAINING_S, observed_lifetimes
+from predictors.lifetime.features import (
+    NULL_CATEGORY,
+    Instances,
+    available_features,
+    derive_features,
+    instances_frame,
+)
 
 CURVES_FILE = "curves.npz"
 
@@ -56,10 +59,16 @@ def survival_at(times: np.ndarray, survival: np.ndarray, t_s: np.ndarray) -> np.
     return padded[np.searchsorted(times, np.asarray(t_s, dtype=np.float64), side="right")]
 
 
-class KaplanMeierLifetimeModel:
-    """Per-stratum Kaplan–Meier curves; predicts the conditional median remaining lifetime."""
+class KaplanMeierLifetimeModel(LifetimeModel):
+    """Per-stratum Kaplan–Meier curves; predicts the conditional median remaining lifetime.
+
+    Fitted attributes: `features_` (the stratum features in use), `stratum_index_`
+    ({feature-value tuple: curve index}) and `curves_` ([(times_s, survival)], each two
+    float64 (k,) arrays; curves_[0] is the pooled curve).
+    """
 
     KIND = "kaplan_meier"
+    FILES = (CURVES_FILE,)
 
     def __init__(self, *, stratum_features: Sequence[str] = DEFAULT_STRATUM_FEATURES,
                  min_stratum_count: int = 10, cap_s: float = DEFAULT_CAP_S,
@@ -72,17 +81,9 @@ class KaplanMeierLifetimeModel:
           cap_s, min_remaining_s: predictions are clipped to [min_remaining_s, cap_s].
           time_origin_s: see `derive_features`.
         """
-        self.config = dict(stratum_features=list(stratum_features),
-                           min_stratum_count=min_stratum_count, cap_s=cap_s,
-                           min_remaining_s=min_remaining_s, time_origin_s=time_origin_s)
-        self.stratum_features = list(stratum_features)
-        self.min_stratum_count = int(min_stratum_count)
-        self.cap_s = float(cap_s)
-        self.min_remaining_s = float(min_remaining_s)
-        self.time_origin_s = float(time_origin_s)
+        self._store_params(locals())
         self.features_: List[str] = []
         self.stratum_index_: Dict[Tuple[str, ...], int] = {}
-        # curves_[0] is the pooled curve; curves_[i] belongs to the stratum with index i.
         self.curves_: List[Tuple[np.ndarray, np.ndarray]] = []
 
     @property
@@ -144,7 +145,7 @@ class KaplanMeierLifetimeModel:
         """
         strata = np.asarray(features, dtype=np.int64)
         uptime_s = np.broadcast_to(np.asarray(uptime_s, dtype=np.float64), strata.shape)
-        remaining_s = np.full(strata.shape, self.cap_s)
+        remaining_s = np.full(strata.shape, float(self.cap_s))
         for s in np.unique(strata):
             members = np.flatnonzero(strata == s)
             times, survival = self.curves_[s]
@@ -155,39 +156,26 @@ class KaplanMeierLifetimeModel:
             remaining_s[members[defined]] = times[k[defined]] - uptime_s[members[defined]]
         return np.clip(remaining_s, self.min_remaining_s, self.cap_s)
 
-    def to_files(self) -> ModelFiles:
-        """metadata.json (kind, version, config, features, stratum keys) and curves.npz (all
-        curves concatenated: times, survival, and offsets where each curve starts)."""
+    def _fitted_metadata(self) -> dict:
+        """The stratum features and the stratum keys with their curve index."""
+        strata = sorted(([list(key), index] for key, index in self.stratum_index_.items()),
+                        key=lambda pair: pair[1])
+        return {"features": self.features_, "strata": strata}
+
+    def _parameter_files(self) -> ModelFiles:
+        """curves.npz: all curves concatenated (times, survival) and the offsets where each
+        curve starts."""
         lengths = [len(times) for times, _ in self.curves_]
         buffer = io.BytesIO()
         np.savez(buffer,
                  times=np.concatenate([times for times, _ in self.curves_]),
                  survival=np.concatenate([survival for _, survival in self.curves_]),
                  offsets=np.cumsum([0] + lengths))
-        strata = sorted(([list(key), index] for key, index in self.stratum_index_.items()),
-                        key=lambda pair: pair[1])
-        return {METADATA_FILE: metadata_bytes({
-                    "kind": self.KIND, "config": self.config, "features": self.features_,
-                    "strata": strata}),
-                CURVES_FILE: buffer.getvalue()}
+        return {CURVES_FILE: buffer.getvalue()}
 
-    @classmethod
-    def from_files(cls, files: Mapping[str, bytes]) -> "KaplanMeierLifetimeModel":
-        metadata = read_metadata(files, cls.KIND)
-        if CURVES_FILE not in files:
-            raise ValueError(f"{cls.KIND} model files {sorted(files)} lack {CURVES_FILE}")
-        model = cls(**metadata["config"])
-        model.features_ = list(metadata["features"])
-        model.stratum_index_ = {tuple(key): index for key, index in metadata["strata"]}
+    def _set_fitted(self, metadata, files) -> None:
+        self.features_ = list(metadata["features"])
+        self.stratum_index_ = {tuple(key): index for key, index in metadata["strata"]}
         with np.load(io.BytesIO(files[CURVES_FILE]), allow_pickle=False) as arrays:
             times, survival, offsets = arrays["times"], arrays["survival"], arrays["offsets"]
-        model.curves_ = [(times[a:b], survival[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
-        return model
-
-    def save(self, path: str) -> None:
-        """Writes `to_files()` into the local directory `path`."""
-        write_model_dir(path, self.to_files())
-
-    @classmethod
-    def load(cls, path: str) -> "KaplanMeierLifetimeModel":
-        return cls.from_files(read_model_dir(path))
+        self.curves_ = [(times[a:b], survival[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]

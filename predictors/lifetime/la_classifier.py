@@ -16,25 +16,24 @@ default the decision probability is set after training to the highest one that r
 (the slice also used for early stopping).
 """
 
-from typing import Mapping, Optional, Sequence
+from typing import List, Optional, Sequence
 
-import lightgbm as lgb
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
+from predictors.lifetime.boosting import BoostedLifetimeModel, time_validation_mask
 from predictors.lifetime.evaluation import threshold_at_recall
 from predictors.lifetime.examples import long_lived_labels, observed_lifetimes
-from predictors.lifetime.features import FeatureEncoder, Instances, instances_frame
-from predictors.lifetime.model_files import ModelFiles, read_model_dir, write_model_dir
-from predictors.lifetime.uptime_model import booster_files, booster_from_files, \
-    time_validation_mask, train_booster
+from predictors.lifetime.features import Instances, instances_frame
 
 DEFAULT_THRESHOLD_S = 2 * 3600.0
 
 
-class LaClassifier:
-    """Probability that an instance lives longer than `threshold_s`, predicted at arrival."""
+class LaClassifier(BoostedLifetimeModel):
+    """Probability that an instance lives longer than `threshold_s`, predicted at arrival.
+
+    Fitted attributes: `encoder_`, `booster_` (see `BoostedLifetimeModel`), and
+    `decision_probability_`, the probability at or above which `predict_long` says long.
+    """
 
     KIND = "la_classifier"
 
@@ -54,21 +53,12 @@ class LaClassifier:
             `target_recall` is None or the calibration slice has no long-lived instance.
           other arguments: as for `UptimeLifetimeModel`.
         """
-        self.config = dict(
-            threshold_s=threshold_s, num_trees=num_trees, num_leaves=num_leaves,
-            learning_rate=learning_rate, min_data_in_leaf=min_data_in_leaf,
-            validation_fraction=validation_fraction,
-            early_stopping_rounds=early_stopping_rounds,
-            target_recall=target_recall, decision_probability=decision_probability,
-            seed=seed, num_threads=num_threads, predict_num_threads=predict_num_threads,
-            min_category_count=min_category_count,
-            features=None if features is None else list(features),
-            time_origin_s=time_origin_s)
-        self.threshold_s = float(threshold_s)
-        self.decision_probability = float(decision_probability)
-        self.predict_num_threads = predict_num_threads
-        self.encoder: Optional[FeatureEncoder] = None
-        self.booster: Optional[lgb.Booster] = None
+        self._store_params(locals())
+
+    @property
+    def feature_names(self) -> List[str]:
+        """Model input columns (the encoder's features)."""
+        return self.encoder_.feature_names_
 
     def fit(self, instances: Instances, observation_end_us: Optional[int] = None
             ) -> "LaClassifier":
@@ -80,87 +70,49 @@ class LaClassifier:
         """
         frame = instances_frame(instances)
         duration_s, finished = observed_lifetimes(frame, observation_end_us)
-        is_long, known = long_lived_labels(duration_s, finished, self.threshold_s)
+        is_long, known = long_lived_labels(duration_s, finished, float(self.threshold_s))
         train = frame[known]
         if len(train) == 0:
             raise ValueError("no instance with a known class to train the LA classifier on")
-        c = self.config
-        self.encoder = FeatureEncoder(c["min_category_count"], c["features"],
-                                      c["time_origin_s"]).fit(train)
-        matrix, label = self.encoder.transform(train), is_long[known]
+        self.encoder_ = self._fit_encoder(train)
+        matrix, label = self.encoder_.transform(train), is_long[known]
         start_time_us = train["start_time"].to_numpy(np.float64)
-        self.booster = train_booster(
-            matrix, label.astype(np.float64), start_time_us,
-            objective="binary", feature_names=self.encoder.feature_names_,
-            categorical_indices=self.encoder.categorical_indices,
-            num_trees=c["num_trees"], num_leaves=c["num_leaves"],
-            learning_rate=c["learning_rate"], min_data_in_leaf=c["min_data_in_leaf"],
-            seed=c["seed"], num_threads=c["num_threads"],
-            validation_fraction=c["validation_fraction"],
-            early_stopping_rounds=c["early_stopping_rounds"])
-        self.decision_probability = float(c["decision_probability"])
-        if c["target_recall"] is not None:
-            calibration = time_validation_mask(start_time_us, c["validation_fraction"])
-            if not calibration.any():
-                calibration[:] = True
-            threshold = threshold_at_recall(
-                label[calibration], self.booster.predict(matrix[calibration]),
-                c["target_recall"])
-            if not np.isnan(threshold):
-                self.decision_probability = threshold
+        self.booster_ = self._train(matrix, label.astype(np.float64), start_time_us,
+                                    objective="binary")
+        self.decision_probability_ = self._calibrated_probability(matrix, label,
+                                                                  start_time_us)
         return self
 
-    @property
-    def feature_names(self):
-        """Model input columns (the encoder's features)."""
-        return self.encoder.feature_names_
-
-    def encode(self, instances: Instances) -> np.ndarray:
-        """Encoded features, float64 (n_instances, n_features)."""
-        if self.encoder is None:
-            raise ValueError("classifier is not fitted")
-        return self.encoder.transform(instances)
+    def _calibrated_probability(self, matrix: np.ndarray, label: np.ndarray,
+                                start_time_us: np.ndarray) -> float:
+        """The decision probability reaching `target_recall` on the latest-starting training
+        rows (all rows when that slice is empty), else `decision_probability`."""
+        if self.target_recall is None:
+            return float(self.decision_probability)
+        calibration = time_validation_mask(start_time_us, self.validation_fraction)
+        if not calibration.any():
+            calibration[:] = True
+        threshold = threshold_at_recall(
+            label[calibration], self.booster_.predict(matrix[calibration]), self.target_recall)
+        return float(self.decision_probability) if np.isnan(threshold) else threshold
 
     def predict_proba_long(self, features) -> np.ndarray:
         """P(lifetime > threshold_s), float64 (n,).
 
         Args:
-          features: `encode` output, or instances to encode.
+          features: `encode` output (n, n_features), or instances to encode.
         """
-        if isinstance(features, (pd.DataFrame, pa.Table)):
-            features = self.encode(features)
-        features = np.asarray(features, dtype=np.float64)
-        expected = len(self.encoder.feature_names_)
-        if features.ndim != 2 or features.shape[1] != expected:
-            raise ValueError(f"feature matrix has shape {features.shape}, the classifier "
-                             f"expects (n, {expected}) columns {self.encoder.feature_names_}")
-        return self.booster.predict(features, num_threads=self.predict_num_threads)
+        return self.booster_.predict(self._features(features),
+                                     num_threads=self.predict_num_threads)
 
     def predict_long(self, features) -> np.ndarray:
         """Bool (n,): predicted to live longer than threshold_s."""
-        return self.predict_proba_long(features) >= self.decision_probability
+        return self.predict_proba_long(features) >= self.decision_probability_
 
-    def to_files(self) -> ModelFiles:
-        """model.txt and metadata.json, as for UptimeLifetimeModel."""
-        return booster_files(self.booster, {
-            "kind": self.KIND, "config": self.config, "encoder": self.encoder.to_dict(),
-            "feature_names": self.encoder.feature_names_,
-            "decision_probability": self.decision_probability,
-            "num_trees_trained": self.booster.num_trees()})
+    def _fitted_metadata(self) -> dict:
+        return {**super()._fitted_metadata(),
+                "decision_probability": self.decision_probability_}
 
-    @classmethod
-    def from_files(cls, files: Mapping[str, bytes]) -> "LaClassifier":
-        booster, metadata = booster_from_files(files, cls.KIND)
-        classifier = cls(**metadata["config"])
-        classifier.encoder = FeatureEncoder.from_dict(metadata["encoder"])
-        classifier.booster = booster
-        classifier.decision_probability = metadata["decision_probability"]
-        return classifier
-
-    def save(self, path: str) -> None:
-        """Writes `to_files()` into the local directory `path`."""
-        write_model_dir(path, self.to_files())
-
-    @classmethod
-    def load(cls, path: str) -> "LaClassifier":
-        return cls.from_files(read_model_dir(path))
+    def _set_fitted(self, metadata, files) -> None:
+        super()._set_fitted(metadata, files)
+        self.decision_probability_ = metadata["decision_probability"]

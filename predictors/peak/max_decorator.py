@@ -4,21 +4,12 @@ Advertises, at every step, the largest of the peaks its predictors advertise. Th
 best predictor is max(N-sigma, RC-like).
 """
 
-from typing import Sequence
-
 import numpy as np
 
-from predictors.peak.machine_samples import MachineSamples
-from predictors.peak.peak_predictor import PeakPredictor
+from predictors.peak.peak_predictor import CombiningPredictor
 
 
-class MaxDecorator(PeakPredictor):
+class MaxDecorator(CombiningPredictor):
     """Element-wise maximum of several predictors' outputs."""
 
-    def __init__(self, predictors: Sequence[PeakPredictor]):
-        if not predictors:
-            raise ValueError("MaxDecorator needs at least one predictor")
-        self.predictors = list(predictors)
-
-    def predict(self, samples: MachineSamples) -> np.ndarray:
-        return np.max([p.predict(samples) for p in self.predictors], axis=0)
+    combine = np.max

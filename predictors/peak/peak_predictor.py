@@ -31,6 +31,22 @@ class PeakPredictor(abc.ABC):
         """The advertised peak at each step: float64[T] (NaN where nothing is advertised)."""
 
 
+class CombiningPredictor(PeakPredictor):
+    """The element-wise combination of several predictors' outputs (the decorators).
+
+    Subclasses set `combine`: a numpy reduction called as combine(outputs, axis=0)."""
+
+    combine = None
+
+    def __init__(self, predictors):
+        if not predictors:
+            raise ValueError(f"{type(self).__name__} needs at least one predictor")
+        self.predictors = list(predictors)
+
+    def predict(self, samples: MachineSamples) -> np.ndarray:
+        return type(self).combine([p.predict(samples) for p in self.predictors], axis=0)
+
+
 class WarmupPeakPredictor(PeakPredictor):
     """A predictor that predicts warm tasks and counts cold tasks at their limit.
 

@@ -1,0 +1,54 @@
+"""The registry of trace sources: RunConfig `source` name → reader + config validation, and
+what the source's canonical tables hold.
+
+A reader is `read(message, work_dir)` → a PTransform from the pipeline's start to
+{machines, instances, usage, dead_letters, counts} PCollections of Arrow tables (schemas in
+pipelines/schemas.py). A new source is a module in this package and one `SOURCES.register`
+call below, plus its message in the RunConfig `source` oneof.
+"""
+
+import dataclasses
+from typing import Callable, FrozenSet, Optional
+
+from configs.registry import Registry
+from pipelines.sources import azure_packing, azure_v1, google_v3, synthetic
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceSource:
+    """One kind of trace.
+
+    Attributes:
+      read: (message, work_dir) -> PTransform reading the canonical tables.
+      validate: (checker, message, field) -> None.
+      title: how messages name the trace ("the Azure V1 trace").
+      has_hosts: whether its machines table gives hosts with capacities.
+      has_usage: message -> whether the configured source yields a usage table.
+      usage_metrics: the Metric choices its usage table carries (None: every one).
+    """
+
+    read: Callable
+    validate: Callable
+    title: str
+    has_hosts: bool
+    has_usage: Callable
+    usage_metrics: Optional[FrozenSet[str]] = None
+
+
+SOURCES = Registry("trace source")
+SOURCES.register("google_v3", TraceSource(
+    read=lambda message, work_dir: google_v3.ReadGoogleV3(message),
+    validate=google_v3.validate_config, title="the Google v3 trace", has_hosts=True,
+    has_usage=lambda message: message.instance_usage.WhichOneof("input") is not None))
+SOURCES.register("azure_v1", TraceSource(
+    read=lambda message, work_dir: azure_v1.ReadAzureV1(message),
+    validate=azure_v1.validate_config, title="the Azure V1 trace", has_hosts=False,
+    has_usage=lambda message: bool(message.vm_cpu_readings),
+    usage_metrics=frozenset({"avg_cpu", "max_cpu"})))
+SOURCES.register("azure_packing_2020", TraceSource(
+    read=lambda message, work_dir: azure_packing.ReadAzurePacking2020(message),
+    validate=azure_packing.validate_config, title="the Azure packing trace", has_hosts=False,
+    has_usage=lambda message: False))
+SOURCES.register("synthetic", TraceSource(
+    read=synthetic.read_synthetic, validate=synthetic.validate_config,
+    title="the synthetic trace", has_hosts=True, has_usage=lambda message: True))

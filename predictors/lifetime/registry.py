@@ -1,0 +1,185 @@
+"""The registry of lifetime models: name → class, when the config trains it, how it is built
+and fitted from the `LifetimeModelConfig`, and the checks of the config fields it reads.
+
+The names are the lifetime stage's: the `name` column of its `lifetime_models` table and the
+model directories under `model_dir`. The stage trains, in registry order, every entry whose
+`enabled(config)` holds, and evaluates each by what it `predicts`; `load_model` picks the
+class of saved files by the "kind" in their metadata (`model_classes`).
+
+A builder is `build(config) -> LifetimeModel` (unfitted); a fitter is
+`fit(model, data, config) -> FittedModel`, with `data` the stage's `TrainingData`. A check is
+`(checker, config, field)` (configs/checks.py); a check several entries share runs once.
+"""
+
+import dataclasses
+from typing import Callable, Dict, NamedTuple, Tuple
+
+import pandas as pd
+
+from configs.registry import Registry
+from predictors.lifetime.base import LifetimeModel
+from predictors.lifetime.examples import (
+    LifetimeExamples,
+    TimeSplit,
+    label_known,
+    long_lived_labels,
+    observed_lifetimes,
+)
+from predictors.lifetime.features import CATEGORICAL, FEATURES
+from predictors.lifetime.kaplan_meier import DEFAULT_STRATUM_FEATURES, KaplanMeierLifetimeModel
+from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.uptime_model import UptimeLifetimeModel
+
+# What a model predicts, which decides how the stage evaluates it.
+REMAINING_LIFETIME = "remaining_lifetime"  # predict_remaining(features, uptime_s), seconds
+LONG_LIVED = "long_lived"  # predict_proba_long(features): P(lifetime > threshold_s)
+
+
+class TrainingData(NamedTuple):
+    """What the models learn from: the training part of the lifetime stage's time split.
+
+    split: the split; its train instances are observed until split.split_time_us.
+    labeled: the regressors' training instances (their labels are known at the split).
+    examples: the uptime-augmented examples of `labeled`, observed until the split time.
+    """
+
+    split: TimeSplit
+    labeled: pd.DataFrame
+    examples: LifetimeExamples
+
+
+class FittedModel(NamedTuple):
+    """A fitted model and what it learned from (columns of `lifetime_models`)."""
+
+    model: LifetimeModel
+    train_instances: int  # instances it learned from
+    rows_fit_on: int  # training rows: examples, or instances with a known label
+
+
+@dataclasses.dataclass(frozen=True)
+class LifetimeModelEntry:
+    """One lifetime model of the stage (see the module docstring)."""
+
+    cls: type  # the LifetimeModel subclass; its KIND names its saved files
+    predicts: str  # REMAINING_LIFETIME or LONG_LIVED
+    enabled: Callable  # (config) -> bool: the config asks for it
+    build: Callable  # (config) -> unfitted model
+    fit: Callable  # (model, TrainingData, config) -> FittedModel
+    checks: Tuple[Callable, ...] = ()  # (checker, config, field) -> None
+
+
+LIFETIME_MODELS = Registry("lifetime model")
+
+
+def check_lightgbm(check, config, field: str):
+    """The LightGBM knobs and the encoder's feature names (uptime models, LA classifier)."""
+    for name in ("num_trees", "num_leaves", "min_data_in_leaf", "learning_rate",
+                 "num_threads"):
+        check.positive(config, name, field)
+    check.positive(config, "early_stopping_rounds", field, allow_zero=True)
+    check.require(0 <= config.validation_fraction < 1, f"{field}.validation_fraction",
+                  f"must be in [0, 1), got {config.validation_fraction}")
+    check.require(config.num_leaves >= 2, f"{field}.num_leaves",
+                  f"must be >= 2 (a tree needs two leaves), got {config.num_leaves}")
+    kinds = {name: kind for name, kind, _ in FEATURES}
+    for i, name in enumerate(config.feature):
+        check.require(name in kinds, f"{field}.feature[{i}]",
+                      f"unknown feature {name!r}; known: {', '.join(kinds)}")
+
+
+def lightgbm_kwargs(config) -> dict:
+    """The `BoostedLifetimeModel` parameters a LifetimeModelConfig sets."""
+    return dict(
+        num_trees=config.num_trees, num_leaves=config.num_leaves,
+        learning_rate=config.learning_rate, min_data_in_leaf=config.min_data_in_leaf,
+        validation_fraction=config.validation_fraction,
+        early_stopping_rounds=config.early_stopping_rounds, seed=config.seed,
+        num_threads=config.num_threads, min_category_count=config.min_category_count,
+        features=list(config.feature) or None, time_origin_s=config.time_origin_s)
+
+
+def _check_uptime(check, config, field: str):
+    check.require(config.uptime_max_bin >= 2, f"{field}.uptime_max_bin",
+                  f"must be >= 2, got {config.uptime_max_bin}")
+
+
+def _register_uptime(name: str, use_uptime: bool, enabled: Callable, rows_fit_on: Callable):
+    def fit(model, data: TrainingData, config) -> FittedModel:
+        return FittedModel(model.fit(data.examples), len(data.labeled),
+                           rows_fit_on(data.examples))
+
+    LIFETIME_MODELS.register(name, LifetimeModelEntry(
+        cls=UptimeLifetimeModel, predicts=REMAINING_LIFETIME, enabled=enabled,
+        build=lambda config: UptimeLifetimeModel(
+            uptime_max_bin=config.uptime_max_bin, use_uptime=use_uptime,
+            **lightgbm_kwargs(config)),
+        fit=fit, checks=(check_lightgbm, _check_uptime)))
+
+
+_register_uptime("uptime", True, enabled=lambda config: True, rows_fit_on=len)
+# The no-reprediction ablation learns from the uptime-0 examples only.
+_register_uptime("no_uptime", False, enabled=lambda config: config.train_no_uptime_ablation,
+                 rows_fit_on=lambda examples: int((examples.uptime_s == 0).sum()))
+
+
+def _check_kaplan_meier(check, config, field: str):
+    kinds = {name: kind for name, kind, _ in FEATURES}
+    for i, name in enumerate(config.kaplan_meier_stratum_feature):
+        check.require(kinds.get(name) == CATEGORICAL,
+                      f"{field}.kaplan_meier_stratum_feature[{i}]",
+                      f"{name!r} is not a categorical feature; categorical: "
+                      f"{', '.join(n for n, k in kinds.items() if k == CATEGORICAL)}")
+
+
+def _fit_kaplan_meier(model, data: TrainingData, config) -> FittedModel:
+    """Every training instance: Kaplan–Meier handles the censoring at the split itself."""
+    train = data.split.train
+    return FittedModel(model.fit(train, data.split.split_time_us), len(train), len(train))
+
+
+LIFETIME_MODELS.register("kaplan_meier", LifetimeModelEntry(
+    cls=KaplanMeierLifetimeModel, predicts=REMAINING_LIFETIME,
+    enabled=lambda config: config.train_kaplan_meier,
+    build=lambda config: KaplanMeierLifetimeModel(
+        stratum_features=list(config.kaplan_meier_stratum_feature) or DEFAULT_STRATUM_FEATURES,
+        min_stratum_count=config.min_category_count, cap_s=float(config.lifetime_cap_s),
+        min_remaining_s=config.min_remaining_s, time_origin_s=config.time_origin_s),
+    fit=_fit_kaplan_meier, checks=(_check_kaplan_meier,)))
+
+
+def _check_la_classifier(check, config, field: str):
+    check.positive(config, "la_threshold_s", field)
+    check.fraction(config, "la_target_recall", field)
+    check.fraction(config, "la_decision_probability", field)
+
+
+def _fit_la_classifier(model, data: TrainingData, config) -> FittedModel:
+    """The training instances that started at least the threshold before the split (their
+    class is known there; `label_known`)."""
+    split_time_us, threshold_s = data.split.split_time_us, float(model.threshold_s)
+    train = data.split.train[label_known(data.split.train, split_time_us, threshold_s)]
+    _, known = long_lived_labels(*observed_lifetimes(train, split_time_us), threshold_s)
+    return FittedModel(model.fit(train, split_time_us), len(train), int(known.sum()))
+
+
+LIFETIME_MODELS.register("la_classifier", LifetimeModelEntry(
+    cls=LaClassifier, predicts=LONG_LIVED, enabled=lambda config: config.train_la_classifier,
+    build=lambda config: LaClassifier(
+        threshold_s=float(config.la_threshold_s),
+        target_recall=config.la_target_recall or None,
+        decision_probability=config.la_decision_probability, **lightgbm_kwargs(config)),
+    fit=_fit_la_classifier, checks=(check_lightgbm, _check_la_classifier)))
+
+
+def model_classes() -> Dict[str, type]:
+    """{kind in metadata.json: class} of the registered models."""
+    return {LIFETIME_MODELS[name].cls.KIND: LIFETIME_MODELS[name].cls
+            for name in LIFETIME_MODELS}
+
+
+def validate_models(check, config, field: str):
+    """Runs the checks of every registered model once each (trained or not: a field the
+    config sets must be valid either way), reporting under `field`."""
+    checks = [c for name in LIFETIME_MODELS for c in LIFETIME_MODELS[name].checks]
+    for validate in dict.fromkeys(checks):
+        validate(check, config, field)

@@ -1,0 +1,170 @@
+"""The registry of peak predictors: config name → builder + config validation.
+
+Each entry turns one `PeakPredictorConfig` choice (the oneof field of the same name) into a
+`PeakPredictor` and checks its message field by field. The built-ins register here; `plugin`
+builds a class outside fleetcast by import path (configs/registry.py: typing rule). A plug-in
+predictor is any object with `predict(samples: MachineSamples) -> float64[T]`, scored like the
+built-ins (subclass `PeakPredictor` or `WarmupPeakPredictor` for the shared conventions).
+
+    fortune_teller { name: "mine" predictor { plugin {
+      class_path: "my_pkg.peaks:HalfLimit" params { key: "fraction" value: "0.5" } } } }
+
+A builder is `build(message, context)`; `context.step_s` is the simulation step (seconds) and
+`context.predictor(config)` builds an inner PeakPredictorConfig (shared with equal configs).
+"""
+
+import dataclasses
+from typing import Callable
+
+from configs.registry import Registry, build_plugin, check_plugin
+from predictors.peak.arima_forecaster import ArimaForecaster
+from predictors.peak.avg_decorator import AvgDecorator
+from predictors.peak.borg_default import BorgDefaultPredictor
+from predictors.peak.gp_forecaster import GaussianProcessForecaster
+from predictors.peak.max_decorator import MaxDecorator
+from predictors.peak.n_sigma import NSigmaPredictor
+from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
+from predictors.peak.rc_like import RcLikePredictor
+from predictors.peak.task_avg import AvgPredictor
+from predictors.peak.task_max import MaxPredictor
+
+# The interface a plug-in predictor must have.
+PREDICTOR_METHODS = ("predict",)
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictorEntry:
+    """How to build a peak predictor from its config message and how to check it."""
+
+    build: Callable  # (message, context) -> PeakPredictor
+    validate: Callable  # (checker, message, field) -> None
+
+
+PEAK_PREDICTORS = Registry("peak predictor")
+
+
+def message_kwargs(message) -> dict:
+    """{field name: value} of every scalar field of `message` (defaults included): the
+    constructor arguments of a predictor whose config fields are named after them."""
+    return {f.name: getattr(message, f.name) for f in message.DESCRIPTOR.fields}
+
+
+def check_common(check, message, field: str):
+    """The knobs many predictors share: warm-up, history and percentile."""
+    check.positive(message, "min_num_samples", field, allow_zero=True)
+    for name in ("num_history_samples", "refit_every_steps"):
+        if hasattr(message, name):
+            check.positive(message, name, field)
+    if hasattr(message, "percentile"):
+        check.fraction(message, "percentile", field, 100)
+
+
+def register_simple(name: str, cls, extra_checks: Callable = None):
+    """Registers `cls` built from its message's fields (`message_kwargs`)."""
+
+    def validate(check, message, field):
+        check_common(check, message, field)
+        if extra_checks:
+            extra_checks(check, message, field)
+
+    PEAK_PREDICTORS.register(name, PredictorEntry(
+        build=lambda message, context: cls(**message_kwargs(message)), validate=validate))
+
+
+def _check_phi(check, message, field):
+    check.positive(message, "phi", field, allow_zero=True)
+
+
+def _check_n_sigma(check, message, field):
+    check.positive(message, "n", field, allow_zero=True)
+    check.require(message.num_history_samples >= 2, f"{field}.num_history_samples",
+                  f"must be >= 2 (a standard deviation needs two), got "
+                  f"{message.num_history_samples}")
+
+
+register_simple("borg_default", BorgDefaultPredictor, _check_phi)
+register_simple("rc_like", RcLikePredictor)
+register_simple("per_machine_percentile", PerMachinePercentilePredictor)
+register_simple("n_sigma", NSigmaPredictor, _check_n_sigma)
+register_simple("task_max", MaxPredictor)
+register_simple("task_avg", AvgPredictor)
+
+
+def _register_combine(name: str, decorator):
+    def validate(check, message, field):
+        check.require(len(message.predictors) > 0, f"{field}.predictors", "is empty")
+        for i, inner in enumerate(message.predictors):
+            validate_predictor(check, inner, f"{field}.predictors[{i}]")
+
+    PEAK_PREDICTORS.register(name, PredictorEntry(
+        build=lambda message, context: decorator(
+            [context.predictor(inner) for inner in message.predictors]),
+        validate=validate))
+
+
+_register_combine("max_of", MaxDecorator)
+_register_combine("avg_of", AvgDecorator)
+
+
+def forecaster_kwargs(message) -> dict:
+    """The HistoryForecaster arguments of an Arima / GaussianProcess message."""
+    kwargs = message_kwargs(message)
+    kwargs["uncertainty"] = message.DESCRIPTOR.fields_by_name["uncertainty"].enum_type \
+        .values_by_number[message.uncertainty].name.lower()
+    return kwargs
+
+
+def _check_forecaster(check, message, field):
+    check_common(check, message, field)
+    check.require(2 <= message.min_fit_samples <= message.num_history_samples,
+                  f"{field}.min_fit_samples",
+                  f"must be in [2, num_history_samples {message.num_history_samples}], got "
+                  f"{message.min_fit_samples}")
+
+
+def _build_arima(message, context):
+    kwargs = forecaster_kwargs(message)
+    kwargs["orders"] = [(o.p, o.d, o.q) for o in kwargs.pop("order")] or [(1, 1, 1)]
+    return ArimaForecaster(**kwargs)
+
+
+def _check_arima(check, message, field):
+    _check_forecaster(check, message, field)
+    for i, order in enumerate(message.order):
+        for name in ("p", "d", "q"):
+            check.positive(order, name, f"{field}.order[{i}]", allow_zero=True)
+
+
+def _check_gaussian_process(check, message, field):
+    _check_forecaster(check, message, field)
+    check.require(1 <= message.pattern_length <= message.min_fit_samples - 2,
+                  f"{field}.pattern_length",
+                  f"must be in [1, min_fit_samples - 2 = {message.min_fit_samples - 2}] "
+                  f"(two training patterns), got {message.pattern_length}")
+
+
+PEAK_PREDICTORS.register("arima", PredictorEntry(build=_build_arima, validate=_check_arima))
+PEAK_PREDICTORS.register("gaussian_process", PredictorEntry(
+    build=lambda message, context: GaussianProcessForecaster(
+        step_s=context.step_s, **forecaster_kwargs(message)),
+    validate=_check_gaussian_process))
+PEAK_PREDICTORS.register("plugin", PredictorEntry(
+    build=lambda message, context: build_plugin(message.class_path, dict(message.params),
+                                                PREDICTOR_METHODS),
+    validate=lambda check, message, field: check_plugin(check, message, field,
+                                                        PREDICTOR_METHODS)))
+
+
+def build_predictor(config, context):
+    """The PeakPredictor of a PeakPredictorConfig."""
+    which = config.WhichOneof("predictor")
+    return PEAK_PREDICTORS[which].build(getattr(config, which), context)
+
+
+def validate_predictor(check, config, field: str):
+    """Checks a PeakPredictorConfig through its registry entry, reporting under `field`."""
+    which = config.WhichOneof("predictor")
+    if which is None:
+        check.fail(field, "names no predictor")
+        return
+    PEAK_PREDICTORS[which].validate(check, getattr(config, which), f"{field}.{which}")
