@@ -1,6 +1,5 @@
 """Peak oracle and predictors (paper 004 §3-4, paper 002 §III) against per-step references."""
 
-import pathlib
 
 import numpy as np
 import pandas as pd
@@ -23,8 +22,6 @@ from tests.reference import peak as ref
 
 STEP_US = 300_000_000
 LIMITS = (0.25, 0.5, 1.0, 2.0)
-AZURE_READINGS = (pathlib.Path(__file__).resolve().parents[2]
-                  / "shared/data/azure_v1_vm_cpu_readings_a.csv.gz")
 
 
 def random_machine(seed, num_steps=60, num_tasks=8, dyadic=False, limit_change=0.05,
@@ -288,12 +285,10 @@ def test_decorators_match_reference():
             assert np.all(maximum >= part.predict(samples))
 
 
-def test_real_azure_vms_on_one_machine_match_reference():
+def test_real_azure_vms_on_one_machine_match_reference(azure_readings):
     # Eight real Azure VMs (2 days of 5-minute max-CPU readings, limit = 1 VM) on one machine.
-    if not AZURE_READINGS.exists():
-        pytest.skip(f"real trace sample not found: {AZURE_READINGS}")
     # The file is sorted by time: 50 VMs x 576 readings cover the first two days.
-    readings = pd.read_csv(AZURE_READINGS, header=None, usecols=[0, 1, 3], nrows=50 * 576,
+    readings = pd.read_csv(azure_readings, header=None, usecols=[0, 1, 3], nrows=50 * 576,
                            names=["time_s", "vm", "max_cpu"])
     readings = readings[readings.vm.isin(readings.vm.unique()[:8]) & (readings.time_s < 2 * 86400)]
     samples = MachineSamples.from_arrays(readings.time_s.to_numpy() * 1_000_000,
