@@ -38,6 +38,15 @@ def dictionary_codes(values) -> Tuple[np.ndarray, pa.Array]:
     return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
 
 
+def sorted_codes(values) -> np.ndarray:
+    """int64[n] codes of a string column that order like the values: equal values share a
+    code, and the codes do not depend on the order of the rows (unlike `dictionary_codes`)."""
+    codes, distinct = dictionary_codes(values)
+    rank = np.empty(len(distinct), dtype=np.int64)
+    rank[pc.sort_indices(distinct).to_numpy()] = np.arange(len(distinct))
+    return rank[codes]
+
+
 def split_by_key(table: pa.Table, key, num_shards: Optional[int] = None):
     """Yields (key, sub-table) pairs that group the rows of `table` by `key` (a column name
     or an array), rows in table order.

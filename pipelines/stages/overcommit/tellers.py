@@ -175,7 +175,9 @@ def build_machine_samples(samples: pa.Table):
     reasons = np.where(~valid_usage, INVALID_USAGE, INVALID_LIMIT)
     bad_rows = np.flatnonzero(~(valid_usage & valid_limit))
     good = np.flatnonzero(valid_usage & valid_limit)
-    task = sharding.dictionary_codes(samples.column("instance_id"))[0][good]
+    # Tasks in instance-id order, not arrival order: a machine's per-step sums then add in
+    # the same order whatever order Beam delivers its rows in.
+    task = sharding.sorted_codes(samples.column("instance_id"))[good]
     time = samples.column("time").to_numpy(zero_copy_only=False)[good]
     order = np.lexsort((time, task))
     task, time, rows = task[order], time[order], good[order]
