@@ -98,7 +98,8 @@ SOURCE_COUNTS = pa.schema([
 ])
 
 # Lifetime stage (pipelines/lifetime.py). Models are named "uptime", "no_uptime",
-# "kaplan_meier" and "la_classifier"; times in µs, durations in seconds.
+# "uptime_lifetime_fractions", "kaplan_meier" and "la_classifier"; times in µs, durations in
+# seconds.
 LIFETIME_EXAMPLES = pa.schema([
     # (instance_id, start_time) is the instance's key in `instances`, whose columns the
     # model's features are derived from.
@@ -107,6 +108,8 @@ LIFETIME_EXAMPLES = pa.schema([
     # "train" (observed until the split time, exactly what the regressors trained on) or
     # "test" (observed until the trace end).
     pa.field("split", pa.string(), nullable=False),
+    # An age of the uptime_age_s grid (ABSOLUTE_AGES) or a fraction of the lifetime
+    # (LIFETIME_FRACTIONS), the config's augmentation.
     pa.field("uptime_s", pa.float64(), nullable=False),
     # The label: log10 of the remaining lifetime, clipped to [min_remaining_s, cap].
     pa.field("log10_remaining_s", pa.float64(), nullable=False),
@@ -143,7 +146,17 @@ LIFETIME_MODELS = pa.schema([
     pa.field("num_trees", pa.int64()),
     pa.field("split_time_us", pa.int64(), nullable=False),
     pa.field("format_version", pa.int64(), nullable=False),
+    # Where the uptime model's training examples sit: "ABSOLUTE_AGES" (ages of the
+    # uptime_age_s grid) or "LIFETIME_FRACTIONS" (fractions of each lifetime, the paper's);
+    # null for models without uptime examples (Kaplan-Meier, LA classifier).
+    pa.field("augmentation", pa.string()),
 ])
+
+_AUGMENTATION = pa.field("augmentation", pa.string())
+# The recall of long-lived VMs on a validation slice of the training period that chose
+# decision_threshold (the latest-starting validation_fraction of the training instances);
+# NaN when the decision is fixed (long_lived_decision_s set, la_target_recall 0).
+_TARGET_RECALL = pa.field("target_recall", pa.float64())
 
 _CLASSIFICATION_FIELDS = [
     pa.field("model", pa.string(), nullable=False),
@@ -151,8 +164,9 @@ _CLASSIFICATION_FIELDS = [
     pa.field("n", pa.int64(), nullable=False),
     pa.field("n_positive", pa.int64(), nullable=False),
     pa.field("threshold_s", pa.float64(), nullable=False),
-    # Predicted positive at or above this score: a lifetime in seconds for the regressors,
-    # a probability for the LA classifier.
+    # Predicted positive at or above this score: a predicted lifetime in seconds for the
+    # regressors (chosen on validation data for target_recall, or long_lived_decision_s), a
+    # probability for the LA classifier (chosen at fit time for la_target_recall).
     pa.field("decision_threshold", pa.float64(), nullable=False),
     pa.field("precision", pa.float64()),
     pa.field("recall", pa.float64()),
@@ -167,13 +181,36 @@ _CLASSIFICATION_FIELDS = [
 ]
 
 # "Lives beyond long_lived_threshold_s" from the prediction at arrival (001 §3, Table 4).
-LIFETIME_LONG_LIVED = pa.schema(_CLASSIFICATION_FIELDS)
+# augmentation: the scheme of the model's training examples (see LIFETIME_MODELS).
+LIFETIME_LONG_LIVED = pa.schema(_CLASSIFICATION_FIELDS + [_TARGET_RECALL, _AUGMENTATION])
 
 # LA's 2-hour classifier (003 Tables 1 and 3).
-LIFETIME_LA_CLASSIFIER = pa.schema(_CLASSIFICATION_FIELDS)
+LIFETIME_LA_CLASSIFIER = pa.schema(_CLASSIFICATION_FIELDS + [_TARGET_RECALL])
+
+# "Lives beyond long_lived_threshold_s" repredicted at absolute uptimes (the uptime_age_s
+# grid), one row per (model, uptime_s): n counts the test instances alive at uptime_s whose
+# class is known, scored by their predicted lifetime uptime_s + predicted remaining; the
+# decision (a predicted lifetime, s) is chosen per uptime on validation data (see
+# target_recall); no lifetime leaks in. Other columns as in _CLASSIFICATION_FIELDS (auc is
+# NaN when the instances alive at uptime_s lack a class).
+_CLASSIFICATION = {f.name: f for f in _CLASSIFICATION_FIELDS}
+LIFETIME_F1_BY_AGE = pa.schema(
+    [_CLASSIFICATION["model"], _AUGMENTATION, pa.field("uptime_s", pa.float64(), nullable=False)]
+    + [_CLASSIFICATION[name] for name in ("n", "n_positive", "threshold_s",
+                                           "decision_threshold")]
+    + [_TARGET_RECALL]
+    + [_CLASSIFICATION[name] for name in ("precision", "recall", "f1", "auc",
+                                           "average_precision", "precision_at_recall_70")]
+    + [
+        # Largest and median predicted remaining lifetime (s) of the instances alive at
+        # uptime_s; NaN when none is.
+        pa.field("max_predicted_remaining_s", pa.float64()),
+        pa.field("median_predicted_remaining_s", pa.float64()),
+    ])
 
 # F1 of "lives beyond the threshold" repredicted at uptime quantile/num_quantiles of the
-# lifetime, finished test instances (001 Fig. 9).
+# lifetime, finished test instances (001 Fig. 9). The uptime is a fraction of the true
+# lifetime, so the input leaks the answer: LIFETIME_F1_BY_AGE is the view without the leak.
 LIFETIME_F1_BY_UPTIME = pa.schema([
     pa.field("model", pa.string(), nullable=False),
     pa.field("quantile", pa.int64(), nullable=False),
@@ -182,6 +219,12 @@ LIFETIME_F1_BY_UPTIME = pa.schema([
     pa.field("precision", pa.float64()),
     pa.field("recall", pa.float64()),
     pa.field("f1", pa.float64()),
+    # Called long at a predicted lifetime (uptime + remaining, s) at or above this: the
+    # explicit long_lived_decision_s, else threshold_s.
+    pa.field("decision_threshold_s", pa.float64()),
+    # Always true: the uptime is a fraction of the true lifetime.
+    pa.field("leaks_lifetime", pa.bool_()),
+    _AUGMENTATION,
 ])
 
 # |log10 predicted − log10 true remaining| in bins [error_lower, error_upper), at arrival
@@ -195,6 +238,7 @@ LIFETIME_ERROR_HISTOGRAM = pa.schema([
     pa.field("initial_fraction", pa.float64(), nullable=False),
     pa.field("with_repredictions_count", pa.int64(), nullable=False),
     pa.field("with_repredictions_fraction", pa.float64(), nullable=False),
+    _AUGMENTATION,
 ])
 
 # Harrell's C-index of the lifetime predicted at arrival, all test instances with their
@@ -211,6 +255,7 @@ LIFETIME_TABLES = {
     "lifetime_models": LIFETIME_MODELS,
     "lifetime_long_lived": LIFETIME_LONG_LIVED,
     "lifetime_la_classifier": LIFETIME_LA_CLASSIFIER,
+    "lifetime_f1_by_age": LIFETIME_F1_BY_AGE,
     "lifetime_f1_by_uptime": LIFETIME_F1_BY_UPTIME,
     "lifetime_error_histogram": LIFETIME_ERROR_HISTOGRAM,
     "lifetime_concordance": LIFETIME_CONCORDANCE,
@@ -355,11 +400,25 @@ PLACEMENT_SUMMARY = pa.schema(_REPLAY_KEY_FIELDS + [
     # upper_bound_empty_hosts_pct - empty_hosts_pct (001 App. G.2).
     pa.field("gap_to_upper_bound_pp", pa.float64()),
     *[pa.field(f"{name}_vs_best_fit_pp", pa.float64()) for name in PLACEMENT_BASELINE_METRICS],
-    # LARS over the whole replay (null without defragmentation).
+    # LARS over the whole replay (null without defragmentation; policies/lars.py), the
+    # measure of 001 Table 2. Paired: lars_lifetime is a closed-loop replay that decides
+    # which hosts to drain and when; each lars_baseline row (one per lars_seed) replays the
+    # migration queue of exactly those drains (same hosts, times and VMs) in a random order,
+    # and repeats lars_lifetime's pool columns (placements, *_pct, ...) since the queue
+    # replay changes no placement; its `migrations` counts its own over the same window.
+    # lars_scheduled_migrations = VMs on the drained hosts at drain time = lars_migrations
+    # (performed) + lars_saved_migrations (exited before their turn) +
+    # lars_failed_migrations (no target host fit in the closed loop; the baseline rows count
+    # the same VMs as failed) + VMs still queued at the end.
     pa.field("lars_migrations", pa.int64()),
+    pa.field("lars_scheduled_migrations", pa.int64()),
     pa.field("lars_saved_migrations", pa.int64()),
     pa.field("lars_failed_migrations", pa.int64()),
+    # Drain decisions (a host counts each time it is picked).
     pa.field("lars_drained_hosts", pa.int64()),
+    # The baseline order's seed index, 0 .. lars.baseline_seeds - 1 (null otherwise). The
+    # placement_timeseries table has no lars_baseline rows.
+    pa.field("lars_seed", pa.int64()),
     # Repredictions of a repredicting source (null otherwise).
     pa.field("predictions", pa.int64()),
     pa.field("prediction_batches", pa.int64()),

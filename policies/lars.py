@@ -15,10 +15,31 @@ hosts for `migration_duration_s` (paper: 3 in flight, 20 minutes). The target is
 the placement policy under test, with the VM's current prediction. A queued VM that exits
 before its turn saves a migration; a VM that fits nowhere stays (its host drains when it
 exits). A drained host becomes available again.
+
+Counts over a replay (001 Table 2 reports migrations scheduled and performed):
+  scheduled: the VMs on a host when it is picked for draining (all of them are queued);
+  performed (`migrations`): migrations started, one whose VM exits in flight included;
+  saved: queued VMs that exited before their turn;
+  failed: queued VMs for which no target fit at their turn (not performed, not saved);
+  scheduled = performed + saved + failed + pending (still queued when the replay ends).
+
+Paired comparison of the orders (001 §6.3: "LARS does not affect which hosts are picked for
+migration at a given time, but orders the VMs"): a closed-loop replay records its drains
+(`Lars.drains`: time, host, the VMs on it and their exit estimates); `replay_drains` then
+replays the migration queue of exactly those drains in another order, as 001 §6.3's modified
+simulator replays recorded migrations. It does not replay the pool: the drains, their VMs
+and every placement are the recording's, so both orders face the same scheduled migrations.
+A migration that found no target in the recording (`Lars.failed`: its drain and VM) counts
+as failed at its turn in every order; other migrations are assumed to find a target. Re-running the
+closed loop with the other order on the same (time, host) decisions would not pair them:
+the pools diverge after the first migration, and on the Azure sample the recorded hosts
+then held 4-5 times as many VMs in the other order's replay.
 """
 
 import collections
-from typing import Callable, Sequence
+import dataclasses
+import heapq
+from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -27,14 +48,36 @@ from policies.policy import PlacementPolicy
 from policies.replay.pool import PoolState
 
 
+@dataclasses.dataclass(frozen=True)
+class Drain:
+    """One drain decision: at `time_us`, `host` was picked; `vms` (ascending) were on it,
+    with the exit estimates `exit_estimates_us` the lifetime order sorts by."""
+    time_us: int
+    host: int
+    vms: Tuple[int, ...]
+    exit_estimates_us: Tuple[int, ...]
+
+
+def migration_order(drain: Drain, lifetime_order: bool, rng: np.random.Generator) -> List[int]:
+    """The drained VMs in migration order: longest exit estimate first (ties: lower VM), or
+    a random permutation of the ascending VMs drawn from `rng`."""
+    if lifetime_order:
+        pairs = sorted(zip(drain.exit_estimates_us, drain.vms), key=lambda p: (-p[0], p[1]))
+        return [vm for _, vm in pairs]
+    return [drain.vms[i] for i in rng.permutation(len(drain.vms))]
+
+
 class Lars:
     """Defragmenter driven by the replay (`check`, `migration_done`, `vm_exited`).
 
-    Attributes (counts over the whole replay):
-      migrations: migrations started.
+    Attributes (counts over the whole replay, see the module docstring):
+      migrations: migrations performed (started).
+      scheduled_migrations: VMs queued for migration.
       saved_migrations: queued VMs that exited before their turn.
       failed_migrations: queued VMs for which no target host fit.
       drained_hosts: hosts picked for draining.
+      drains: the drain decisions, as `Drain`s in decision order.
+      failed: (index in `drains`, VM) of every failed migration.
     """
 
     def __init__(self, empty_hosts_threshold_pct: float, lifetime_order: bool = True,
@@ -65,9 +108,22 @@ class Lars:
         self._queue = collections.deque()
         self._inflight = {}
         self.migrations = 0
+        self.scheduled_migrations = 0
         self.saved_migrations = 0
         self.failed_migrations = 0
         self.drained_hosts = 0
+        self.drains: List[Drain] = []
+        self.failed: List[Tuple[int, int]] = []
+
+    @property
+    def pending(self) -> int:
+        """Queued VMs whose turn has not come."""
+        return len(self._queue)
+
+    @property
+    def drain_schedule(self) -> Tuple[Tuple[int, int], ...]:
+        """(time_us, host) of every drain decision."""
+        return tuple((drain.time_us, drain.host) for drain in self.drains)
 
     def check(self, now_us: int) -> None:
         """Starts draining hosts if empty hosts are below the threshold."""
@@ -96,17 +152,18 @@ class Lars:
         self._draining.add(host)
         self.drained_hosts += 1
         exits = pool.host_vms[host]
-        if self.lifetime_order:
-            vms = sorted(exits, key=lambda vm: (-exits[vm], vm))
-        else:
-            vms = sorted(exits)
-            vms = [vms[i] for i in self._rng.permutation(len(vms))]
-        self._queue.extend(vms)
+        vms = tuple(sorted(exits))
+        drain = Drain(now_us, host, vms, tuple(exits[vm] for vm in vms))
+        self.drains.append(drain)
+        index = len(self.drains) - 1
+        self._queue.extend((vm, index) for vm in
+                           migration_order(drain, self.lifetime_order, self._rng))
+        self.scheduled_migrations += len(vms)
 
     def _start_migrations(self, now_us: int) -> None:
         pool = self._pool
         while len(self._inflight) < self.max_inflight and self._queue:
-            vm = self._queue.popleft()
+            vm, drain = self._queue.popleft()
             source = pool.vm_host.get(vm)
             if source is None:
                 self.saved_migrations += 1
@@ -115,6 +172,7 @@ class Lars:
             target = self._policy.select(vm, demand, pool.host_vms[source][vm], now_us)
             if target < 0:
                 self.failed_migrations += 1
+                self.failed.append((drain, vm))
                 continue
             pool.hold(target, demand)
             self._policy.update(target, now_us)
@@ -156,3 +214,78 @@ class Lars:
             self._draining.discard(host)
             self._pool.available[host] = True
             self._policy.update(host, now_us)
+
+
+@dataclasses.dataclass(frozen=True)
+class DrainReplay:
+    """Counts of one order on recorded drains (see `replay_drains`); `window_migrations`
+    counts the migrations started within `replay_drains`'s `window_us`."""
+    migrations: int
+    scheduled_migrations: int
+    saved_migrations: int
+    failed_migrations: int
+    pending: int
+    drained_hosts: int
+    window_migrations: int
+    drain_schedule: Tuple[Tuple[int, int], ...]
+
+
+def replay_drains(drains: Sequence[Drain], exit_us: Sequence[int], end_us: int, *,
+                  lifetime_order: bool, max_inflight: int = 3,
+                  migration_duration_s: float = 1200.0, seed: int = 0,
+                  failed: Iterable[Tuple[int, int]] = (),
+                  window_us: Tuple[int, int] = (0, 0)) -> DrainReplay:
+    """Replays the migration queue of recorded `drains` in one order (paired comparison).
+
+    Each drain queues its VMs at its time, in the order of `migration_order` (the seeded
+    generator is drawn once per drain, in drain order, as `Lars` does); a VM already queued
+    or in flight is not queued again. At most `max_inflight` migrations run; a slot frees
+    when the migration ends or its VM exits (`exit_us[vm]`, the true exit). A VM gone at its
+    turn is saved; one in `failed`, (drain index, VM) (no target in the recording), fails;
+    any other migrates. Nothing happens after `end_us`. At equal times exits and migration ends come
+    before a drain, as in the replay. With the recording's order this reproduces its counts
+    (`Lars`), unless times tie.
+    """
+    if max_inflight < 1:
+        raise ValueError("max_inflight must be > 0")
+    duration_us = int(migration_duration_s * US_PER_S)
+    failed = set(failed)
+    rng = np.random.default_rng(seed)
+    counts: Dict[str, int] = collections.Counter()
+    queue, queued = collections.deque(), set()
+    slot_free = []          # heap of (time a slot frees, vm)
+
+    def start_migrations(now_us: int) -> None:
+        while len(slot_free) < max_inflight and queue:
+            vm, drain = queue.popleft()
+            queued.discard(vm)
+            if exit_us[vm] <= now_us:
+                counts["saved"] += 1
+            elif (drain, vm) in failed:
+                counts["failed"] += 1
+            else:
+                counts["migrations"] += 1
+                counts["window"] += window_us[0] <= now_us <= window_us[1]
+                heapq.heappush(slot_free, (min(now_us + duration_us, exit_us[vm]), vm))
+
+    for index, drain in enumerate(drains):
+        if drain.time_us > end_us:
+            break
+        while slot_free and slot_free[0][0] <= drain.time_us:
+            now_us, vm = heapq.heappop(slot_free)
+            start_migrations(now_us)
+        for vm in migration_order(drain, lifetime_order, rng):
+            if vm not in queued and not any(vm == v for _, v in slot_free):
+                queue.append((vm, index))
+                queued.add(vm)
+                counts["scheduled"] += 1
+        start_migrations(drain.time_us)
+    while slot_free and slot_free[0][0] <= end_us:
+        now_us, vm = heapq.heappop(slot_free)
+        start_migrations(now_us)
+    return DrainReplay(
+        migrations=counts["migrations"], scheduled_migrations=counts["scheduled"],
+        saved_migrations=counts["saved"], failed_migrations=counts["failed"],
+        pending=len(queue), drained_hosts=sum(d.time_us <= end_us for d in drains),
+        window_migrations=counts["window"],
+        drain_schedule=tuple((d.time_us, d.host) for d in drains if d.time_us <= end_us))

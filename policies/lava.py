@@ -7,25 +7,42 @@ Every host has a state, EMPTY, OPEN or RECYCLING, and a class:
 - A VM placed on an empty host opens it with the VM's class.
 - Once more than 90 % of an open host's CPU or memory is used it turns RECYCLING, and the
   VMs on it at that moment become its residual VMs.
-- A recycling host is preferred by VMs at least one class lower than its own.
 - When the last residual VM of a recycling host exits, the host drops one class (not below
   LC1) and all its remaining VMs become residual.
-- Every used host has a deadline: the class's upper bound (1h, 10h, 100h, 1000h) after the
-  later of the host entering its current class and, while it is open, its latest placement
-  (with correct predictions every VM of the class has exited by then). A host still used
-  at its deadline was underpredicted: it moves up one class (not above LC4), turns
-  RECYCLING, its VMs become residual and the next deadline is set.
+- Every used host has a deadline (the paper's "time-out for each host", whose start it does
+  not define): the class's upper bound (1h, 10h, 100h, 1000h) after the later of the host
+  entering its current class and, while it is open, its latest placement (with correct
+  predictions every VM of the class, or of a lower one, has exited by then).
+  A host still used at its deadline was underpredicted: it moves up one class (not above
+  LC4), its VMs become residual, it turns RECYCLING (the paper names no state; only
+  recycling hosts have residual VMs) and the next deadline is set.
+- Hosts that already hold VMs when the replay starts (placed by Best-Fit in the warm-up,
+  001 App. F, which says nothing of their LAVA state) get the class of their longest
+  predicted remaining lifetime and are open, or recycling if over the threshold.
 
-A VM of class c is placed, in decreasing preference (Algorithm 3), on: a recycling host of
-class c+1, else c+2, ... (closest class first); an open host of class c; any other used host;
-an empty host. Within a tier, NILAS (temporal cost, then Best-Fit) picks the host.
+Placement is Algorithm 3, a score ("an additional coarse-grained host scoring function",
+§4.3), so a VM fails only when it fits on no host at all. A VM of class c goes, in
+decreasing preference, to:
 
-"Recycling hosts only receive VMs that are at least one lifetime class lower" (001 §4.3) is
-a hard rule by default (`strict_recycling=True`): the "any other used host" tier holds the
-open hosts of other classes but no recycling host of the VM's class or lower, so such a VM
-opens an empty host rather than join one. Algorithm 3 itself only ranks hosts;
-`strict_recycling=False` keeps that pure scoring, where those recycling hosts are part of
-the "any other used host" tier.
+1. a recycling host of class > c where it fits, the closest class first;
+2. an open host of class c where it fits (Algorithm 3's "matching host"; §4.3 ranks "open
+   hosts whose lifetime class are equal", so a recycling host of class c is not one);
+3. any non-empty host where it fits;
+4. an empty host where it fits;
+
+and within the chosen tier NILAS (temporal cost, then Best-Fit) picks the host. Tier 3 is
+searched as the used hosts outside tiers 1 and 2 (open hosts of other classes, recycling
+hosts of class <= c): none of tiers 1 and 2 fits by then, so that is the same set of
+candidate hosts. Algorithm 3 leaves a tier-3 placement's effect on the host's state open:
+the host keeps its state, class and residual VMs (an open host's deadline moves with the
+placement as for any placement), so a VM longer-lived than its host's class shows up at the
+deadline like an underprediction and moves the host up a class.
+
+`strict_recycling=True` is the ablation of §4.3's prose, "Recycling hosts only receive VMs
+that are at least one lifetime class lower", read as a hard rule (policy name
+"lava_strict_recycling"): tier 3 then leaves out recycling hosts of the VM's class or lower,
+so such a VM opens an empty host and fails when none fits, although a recycling host would
+take it. It is not LAVA: on the Azure sample it fails placements Best-Fit makes.
 """
 
 import bisect
@@ -54,17 +71,17 @@ class Lava(PlacementPolicy):
     Args:
       recycle_fraction: an open host turns recycling when more than this fraction of any
         dimension is used (paper: 0.9).
-      strict_recycling: recycling hosts never take a VM of their class or a higher one
-        (001 §4.3 prose); False ranks them in the "any other used host" tier instead
-        (Algorithm 3 as a pure score).
+      strict_recycling: False (LAVA, Algorithm 3) ranks recycling hosts of the VM's class or
+        lower with the other used hosts; True (the "lava_strict_recycling" ablation of the
+        §4.3 prose) never places a VM on them, and fails it if no other host fits.
     """
 
-    def __init__(self, recycle_fraction: float = 0.9, strict_recycling: bool = True):
+    def __init__(self, recycle_fraction: float = 0.9, strict_recycling: bool = False):
         if not 0.0 < recycle_fraction <= 1.0:
             raise ValueError(f"recycle_fraction must be in (0, 1], got {recycle_fraction}")
         self.recycle_fraction = recycle_fraction
         self.strict_recycling = strict_recycling
-        self.name = "lava" if strict_recycling else "lava_scoring"
+        self.name = "lava_strict_recycling" if strict_recycling else "lava"
         self._bounds_us = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S]
 
     @staticmethod
@@ -133,18 +150,21 @@ class Lava(PlacementPolicy):
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
         vm_class = bisect.bisect_right(_CLASS_EDGES_US, exit_us - now_us)  # lifetime_class
+        # Tier 1: recycling hosts of a higher class, the closest class with a fitting host.
         for recycling in self._higher_recycling[vm_class]:
             if recycling.exit_order:
                 _, host = best_host_by_temporal_cost(recycling, demand, weighted_size, exit_us)
                 if host != NO_HOST:
                     return host
+        # Tier 2: matching (open, same class) hosts.
         same_class = self._open[vm_class]
         if same_class.exit_order:
             _, host = best_host_by_temporal_cost(same_class, demand, weighted_size, exit_us)
             if host != NO_HOST:
                 return host
-        # Any other used host: NILAS's choice over the union of these groups. A group only
-        # needs searching up to the lowest cost level found so far.
+        # Tier 3, any non-empty host: NILAS's choice over the union of the used groups not
+        # searched above (they hold no fitting host). A group only needs searching up to the
+        # lowest cost level found so far.
         best = None
         max_level = LAST_LEVEL
         free_key = self._pool.free_key
@@ -160,6 +180,7 @@ class Lava(PlacementPolicy):
                         max_level = level
         if best is not None:
             return best[1][1]
+        # Tier 4, empty hosts: all at the same temporal cost, so NILAS is Best-Fit there.
         return self._empty.best_fit(demand, weighted_size)
 
     def placed(self, vm: int, host: int, now_us: int) -> None:

@@ -56,6 +56,21 @@ def _check_lava(check, config, field):
                   f"must be in (0, 1], got {config.lava_recycle_fraction}")
 
 
+# LAVA_SCORING was LAVA as Algorithm 3's score next to a hard-rule LAVA; LAVA is that score
+# now. The name stays in the schema so that an old config gets this message, not a parse error.
+LAVA_SCORING_REMOVED = ("LAVA_SCORING was removed: LAVA is now 001 Algorithm 3 as a score "
+                        "(what LAVA_SCORING was), so use policy: LAVA; the former hard "
+                        "recycling rule is policy: LAVA_STRICT_RECYCLING")
+
+
+def _reject_lava_scoring(check, config, field):
+    check.fail(f"{field}.policy", LAVA_SCORING_REMOVED)
+
+
+def _removed_lava_scoring(config):
+    raise ValueError(LAVA_SCORING_REMOVED)
+
+
 PLACEMENT_POLICIES.register("best_fit", PolicyEntry(build=lambda config: BestFit()))
 PLACEMENT_POLICIES.register("pbfr", PolicyEntry(
     build=lambda config: QuantizedBestFit(config.pbfr_num_buckets),
@@ -75,10 +90,11 @@ PLACEMENT_POLICIES.register("la_binary", PolicyEntry(
     validate=_positive("la_binary_threshold_s")))
 PLACEMENT_POLICIES.register("nilas", PolicyEntry(build=lambda config: Nilas()))
 PLACEMENT_POLICIES.register("lava", PolicyEntry(
-    build=lambda config: Lava(config.lava_recycle_fraction, strict_recycling=True),
-    validate=_check_lava))
+    build=lambda config: Lava(config.lava_recycle_fraction), validate=_check_lava))
 PLACEMENT_POLICIES.register("lava_scoring", PolicyEntry(
-    build=lambda config: Lava(config.lava_recycle_fraction, strict_recycling=False),
+    build=_removed_lava_scoring, validate=_reject_lava_scoring))
+PLACEMENT_POLICIES.register("lava_strict_recycling", PolicyEntry(
+    build=lambda config: Lava(config.lava_recycle_fraction, strict_recycling=True),
     validate=_check_lava))
 PLACEMENT_POLICIES.register("class_first_fit", PolicyEntry(
     build=lambda config: ClassFirstFit(config.class_first_fit_time_unit_s),

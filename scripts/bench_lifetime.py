@@ -3,11 +3,13 @@
 Input: the real Azure V1 vmtable sample (../shared/data/azure_v1_vmtable_a.csv.gz, 259k VMs)
 as canonical instances. Prints:
 
-1. uptime-augmented examples generated per second, vectorized vs a per-row Python reference
-   on the same instances;
-2. wall time to train the uptime model on ~1M examples (paper defaults: up to 2000 trees,
-   32 leaves, early stopping; lifetimes capped at 1 day, which the 3.5-day sample can
-   observe), with `--num-threads` threads;
+1. uptime-augmented examples generated per second, for both augmentation schemes (absolute
+   ages, the default; fractions of the lifetime, the paper's), vectorized vs a per-row
+   Python reference on the same instances;
+2. wall time to train the uptime model on the examples of the same labelled instances in
+   each scheme (~1M fractional examples; paper defaults: up to 2000 trees, 32 leaves, early
+   stopping; lifetimes capped at 1 day, which the 3.5-day sample can observe), with
+   `--num-threads` threads;
 3. µs per prediction of `predict_remaining`: single-VM calls, batches of 1,000 VMs, and the
    exact `RemainingLifetimeCache` on a replay-like pattern (1,000 resident VMs repredicted
    every simulated minute for an hour), each with its ratio against single calls.
@@ -15,6 +17,8 @@ as canonical instances. Prints:
     python scripts/bench_lifetime.py            # full: all VMs, ~1M training examples
     python scripts/bench_lifetime.py --quick    # 20k reference rows, ~200k examples, 100 trees
     python scripts/bench_lifetime.py --early-stopping-rounds 0   # all 2000 trees
+    python scripts/bench_lifetime.py --quick --early-stopping-rounds 0 --num-threads 1
+        # both schemes on the same 100 trees: training time comparable per example
 """
 
 import argparse
@@ -27,11 +31,14 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from predictors.lifetime.examples import (
+from predictors.lifetime.examples import (  # noqa: E402
+    ABSOLUTE_AGES,
     DAY_S,
+    LIFETIME_FRACTIONS,
     default_observation_end_us,
+    default_uptime_ages_s,
     label_known,
-    make_uptime_examples,  # noqa: E402
+    make_examples,
 )
 from predictors.lifetime.uptime_model import (
     RemainingLifetimeCache,
@@ -42,19 +49,22 @@ from tests.helpers import AZURE_VMTABLE, load_azure_instances  # noqa: E402
 CAP_S = DAY_S
 
 
-def per_row_examples(instances: pd.DataFrame, cap_s: float, fractions, min_remaining_s: float):
-    """Reference: the example semantics of make_uptime_examples, one Python loop step per
-    (instance, fraction)."""
+def per_row_examples(instances: pd.DataFrame, examples):
+    """Reference: the example semantics of make_examples, one Python loop step per
+    (instance, fraction or age) with the settings of `examples`."""
+    cap_s, min_remaining_s = examples.cap_s, examples.min_remaining_s
     observation_end_us = max(instances["start_time"].max(), instances["end_time"].max())
     rows, uptimes, labels = [], [], []
     for i, (start, end) in enumerate(zip(instances["start_time"], instances["end_time"])):
         finished = not pd.isna(end)
         duration_s = ((end if finished else observation_end_us) - start) / 1e6
-        for f in fractions:
-            remaining_s = duration_s - f * duration_s
-            if finished or remaining_s >= cap_s:
+        candidates = ([f * duration_s for f in examples.uptime_fractions]
+                      if examples.augmentation == LIFETIME_FRACTIONS else examples.uptime_ages_s)
+        for uptime_s in candidates:
+            remaining_s = duration_s - uptime_s
+            if remaining_s > 0 and (finished or remaining_s >= cap_s):
                 rows.append(i)
-                uptimes.append(f * duration_s)
+                uptimes.append(uptime_s)
                 labels.append(np.log10(min(max(remaining_s, min_remaining_s), cap_s)))
     return np.array(rows), np.array(uptimes), np.array(labels)
 
@@ -65,42 +75,53 @@ def timed(function, *args, **kwargs):
     return result, time.perf_counter() - start
 
 
+def scheme_kwargs(augmentation: str) -> dict:
+    """The settings of a scheme at the 1-day cap (the default fractions or age grid)."""
+    return {"cap_s": CAP_S, **({"uptime_ages_s": default_uptime_ages_s(CAP_S)}
+                               if augmentation == ABSOLUTE_AGES else {})}
+
+
 def bench_examples(instances: pd.DataFrame, reference_rows: int) -> None:
-    (examples, _), seconds = timed(make_uptime_examples, instances)
     subset = instances.iloc[:reference_rows].reset_index(drop=True)
-    (sub_examples, _), sub_seconds = timed(make_uptime_examples, subset)
-    (ref_row, _, ref_label), ref_seconds = timed(
-        per_row_examples, subset, sub_examples.cap_s, sub_examples.uptime_fractions,
-        sub_examples.min_remaining_s)
-    assert np.array_equal(ref_row, sub_examples.row)
-    assert np.allclose(ref_label, sub_examples.log10_remaining_s)
-    print(f"examples: {len(examples):,} from {len(instances):,} instances in {seconds:.2f} s "
-          f"= {len(examples) / seconds:,.0f} examples/s")
-    print(f"  same {len(subset):,} instances: vectorized {len(sub_examples) / sub_seconds:,.0f}"
-          f" examples/s, per-row reference {len(ref_row) / ref_seconds:,.0f} examples/s, "
-          f"ratio {ref_seconds / sub_seconds:,.0f}x")
+    for augmentation in (LIFETIME_FRACTIONS, ABSOLUTE_AGES):
+        kwargs = scheme_kwargs(augmentation)
+        (examples, _), seconds = timed(make_examples, instances, augmentation, **kwargs)
+        (sub_examples, _), sub_seconds = timed(make_examples, subset, augmentation, **kwargs)
+        (ref_row, _, ref_label), ref_seconds = timed(per_row_examples, subset, sub_examples)
+        assert np.array_equal(ref_row, sub_examples.row)
+        assert np.allclose(ref_label, sub_examples.log10_remaining_s)
+        print(f"examples, {augmentation}: {len(examples):,} from {len(instances):,} instances "
+              f"in {seconds:.2f} s = {len(examples) / seconds:,.0f} examples/s")
+        print(f"  same {len(subset):,} instances: vectorized "
+              f"{len(sub_examples) / sub_seconds:,.0f} examples/s, per-row reference "
+              f"{len(ref_row) / ref_seconds:,.0f} examples/s, "
+              f"ratio {ref_seconds / sub_seconds:,.0f}x")
 
 
 def bench_training(instances: pd.DataFrame, target_examples: int, num_trees: int,
                    num_threads: int, early_stopping_rounds: int) -> UptimeLifetimeModel:
     """Trains as the pipeline does: on the VMs whose label is known at the sample's end (they
     arrived at least the cap before it; the cap is 1 day, as in configs/azure_lifetime), so
-    that the time-ordered early-stopping slice is not biased toward short lifetimes."""
+    that the time-ordered early-stopping slice is not biased toward short lifetimes. The same
+    VMs (a sample giving ~`target_examples` fractional examples) train both schemes; returns
+    the ABSOLUTE_AGES model."""
     observation_end_us = default_observation_end_us(instances)
     labeled = instances[label_known(instances, observation_end_us, CAP_S)]
-    all_examples, _ = make_uptime_examples(labeled, cap_s=CAP_S,
-                                           observation_end_us=observation_end_us)
+    all_examples, _ = make_examples(labeled, LIFETIME_FRACTIONS, cap_s=CAP_S,
+                                    observation_end_us=observation_end_us)
     fraction = min(1.0, target_examples / len(all_examples))
     sample = labeled[np.random.default_rng(0).random(len(labeled)) < fraction]
-    examples, _ = make_uptime_examples(sample.reset_index(drop=True), cap_s=CAP_S,
-                                       observation_end_us=observation_end_us)
-    model = UptimeLifetimeModel(num_trees=num_trees, num_threads=num_threads,
-                                early_stopping_rounds=early_stopping_rounds)
-    _, seconds = timed(model.fit, examples)
-    print(f"training: {len(examples):,} examples, {len(model.feature_names)} features, "
-          f"{model.booster_.num_trees()} trees kept (max {num_trees}, early stopping after "
-          f"{early_stopping_rounds} rounds, 0 = off), "
-          f"{num_threads} threads: {seconds:.1f} s wall")
+    sample = sample.reset_index(drop=True)
+    for augmentation in (LIFETIME_FRACTIONS, ABSOLUTE_AGES):
+        examples, _ = make_examples(sample, augmentation, observation_end_us=observation_end_us,
+                                    **scheme_kwargs(augmentation))
+        model = UptimeLifetimeModel(num_trees=num_trees, num_threads=num_threads,
+                                    early_stopping_rounds=early_stopping_rounds)
+        _, seconds = timed(model.fit, examples)
+        print(f"training, {augmentation}: {len(examples):,} examples of {len(sample):,} VMs, "
+              f"{len(model.feature_names)} features, {model.booster_.num_trees()} trees kept "
+              f"(max {num_trees}, early stopping after {early_stopping_rounds} rounds, "
+              f"0 = off), {num_threads} threads: {seconds:.1f} s wall")
     return model
 
 

@@ -149,12 +149,12 @@ def main():
     print(f"{args.hosts} hosts, {len(trace):,} arrivals, {events:,} events, "
           f"{(end_us - trace.arrival_us[0]) / 86400e6:.1f} days; reference on the first "
           f"{args.reference_arrivals:,} arrivals ({prefix_events:,} events)")
-    print(f"{'policy':12} {'lifetimes':9} {'events/s':>10} {'empty %':>8} "
+    print(f"{'policy':21} {'lifetimes':9} {'events/s':>10} {'empty %':>8} "
           f"{'ref events/s':>12} {'fast/ref':>8}")
 
     cases = [(BestFit, "best_fit", {}), (QuantizedBestFit, "pbfr", {}),
              (LifetimeAlignment, "la", {}), (Nilas, "nilas", {}), (Lava, "lava", {}),
-             (lambda: Lava(strict_recycling=False), "lava", {"strict_recycling": False})]
+             (lambda: Lava(strict_recycling=True), "lava_strict_recycling", {})]
     common = dict(warmup_s=0.0, sample_period_s=3600.0)
     for make_policy, reference_name, options in cases:
         result, seconds = timed(lambda: simulate(trace, pool, make_policy(), oracle, **common))
@@ -163,7 +163,7 @@ def main():
             **common))
         _, reference_s = timed(lambda: simulate_reference(
             trace, pool, reference_name, oracle, end_us=prefix_end_us, **options))
-        print(f"{result.policy:12} {'oracle':9} {events / seconds:10,.0f} "
+        print(f"{result.policy:21} {'oracle':9} {events / seconds:10,.0f} "
               f"{result.summary['empty_hosts_pct']:8.2f} {prefix_events / reference_s:12,.0f} "
               f"{reference_s / fast_prefix_s:8.1f}")
     model_end_us = int(trace.arrival_us[min(args.model_arrivals, len(trace)) - 1])
@@ -176,7 +176,7 @@ def main():
             result, seconds = timed(lambda: simulate(
                 trace, pool, make_policy(), source, end_us=model_end_us,
                 refresh_interval_s=900.0, **common))
-            print(f"{result.policy:12} {source_name:9} {model_events / seconds:10,.0f} "
+            print(f"{result.policy:21} {source_name:9} {model_events / seconds:10,.0f} "
                   f"{result.summary['empty_hosts_pct']:8.2f} "
                   f"({result.summary['predictions'] / model_events:.1f} repredictions per "
                   f"event, {result.summary['prediction_batches']:,} batches)")

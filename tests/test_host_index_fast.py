@@ -101,8 +101,8 @@ def test_index_answers_like_a_scan_of_every_host_after_random_changes(num_dims, 
     (LifetimeAlignment, "la", {}),
     (Nilas, "nilas", {}),
     (Lava, "lava", {}),
-    (lambda: Lava(strict_recycling=False), "lava", {"strict_recycling": False}),
-], ids=["best_fit", "pbfr", "la_binary", "nilas", "lava", "lava_scoring"])
+    (lambda: Lava(strict_recycling=True), "lava_strict_recycling", {"strict_recycling": True}),
+], ids=["best_fit", "pbfr", "la_binary", "nilas", "lava", "lava_strict_recycling"])
 def test_fast_replay_makes_the_reference_decisions_on_a_larger_pool(make_policy, reference,
                                                                    options, block_size):
     rng = np.random.default_rng(4)

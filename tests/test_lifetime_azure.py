@@ -15,9 +15,19 @@ from predictors.lifetime.evaluation import (
     concordance_table,
     la_classifier_metrics,
     log10_errors,
+    long_lived_by_age,
     predict_at_uptime_quantiles,
 )
-from predictors.lifetime.examples import make_uptime_examples, split_time_at_fraction, time_split
+from predictors.lifetime.examples import (
+    ABSOLUTE_AGES,
+    DAY_S,
+    LIFETIME_FRACTIONS,
+    label_known,
+    make_examples,
+    make_uptime_examples,
+    split_time_at_fraction,
+    time_split,
+)
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
 from predictors.lifetime.la_classifier import LaClassifier
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
@@ -72,3 +82,28 @@ def test_uptime_model_beats_a_constant_and_improves_with_uptime(azure_split):
     by_model = dict(zip(c_index["model"], c_index["c_index"]))
     assert by_model["uptime"] > 0.6
     assert by_model["uptime"] > by_model["kaplan_meier"]
+
+
+def test_age_examples_predict_long_remaining_lifetimes_for_young_vms(azure_split):
+    # Issue 11 on the real sample (1-day cap, "long" beyond 12 hours): trained on fractions
+    # of the lifetime, the model's largest remaining lifetime at 1 minute of uptime is
+    # minutes (measured 0.36 h on this subset, 0.13 h in configs/azure_lifetime) and it ranks
+    # the VMs alive then no better than chance (AUC 0.41 here, 0.46 there); at absolute ages
+    # it says up to 20.7 h here (7.9 h there) and ranks them at AUC 0.75 (0.75). At 30
+    # minutes: 20.4 h vs 1.5 h here.
+    train, test, split = azure_split
+    labeled = train[label_known(train, split.split_time_us, DAY_S)]
+    tables = {}
+    for scheme in (ABSOLUTE_AGES, LIFETIME_FRACTIONS):
+        examples, _ = make_examples(labeled, scheme, cap_s=DAY_S,
+                                    observation_end_us=split.split_time_us)
+        model = UptimeLifetimeModel(**MODEL).fit(examples)
+        tables[scheme] = long_lived_by_age(
+            model, test, [60, 1800], [12 * 3600] * 2, threshold_s=12 * 3600,
+            observation_end_us=split.observation_end_us).set_index("uptime_s")
+    ages, fractions = tables[ABSOLUTE_AGES], tables[LIFETIME_FRACTIONS]
+    for uptime_s in (60, 1800):
+        assert (ages.loc[uptime_s, "max_predicted_remaining_s"]
+                > 5 * fractions.loc[uptime_s, "max_predicted_remaining_s"]), uptime_s
+    assert ages.loc[60, "max_predicted_remaining_s"] > 2 * 3600
+    assert ages.loc[60, "auc"] > 0.7 and ages.loc[60, "auc"] > fractions.loc[60, "auc"] + 0.1

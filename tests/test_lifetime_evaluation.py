@@ -11,8 +11,10 @@ from predictors.lifetime.evaluation import (
     binary_classification_metrics,
     concordance_index,
     concordance_table,
+    decision_thresholds_at_recall,
     f1_by_uptime_quantile,
     log10_error_histogram,
+    long_lived_by_age,
     long_lived_metrics,
     precision_at_recall,
     roc_auc,
@@ -132,6 +134,61 @@ def test_oracle_has_perfect_f1_at_every_uptime_and_zero_error():
     assert histogram["initial_count"].tolist()[0] == 8
     assert histogram["with_repredictions_count"].tolist()[0] == 8 * 20
     assert histogram["initial_count"].sum() == 8
+
+
+def test_quantile_view_says_it_leaks_the_lifetime():
+    f1 = f1_by_uptime_quantile(_Oracle(), _instances([1, 8]), decision_threshold_s=7 * DAY_S)
+    assert f1["leaks_lifetime"].all() and (f1["decision_threshold_s"] == 7 * DAY_S).all()
+
+
+LIFETIMES_DAYS = [0.01, 0.5, 3, 6.5, 7.5, 9, 20, 30]
+AGES_S = [0, DAY_S, 10 * DAY_S, 40 * DAY_S]
+
+
+def test_decisions_by_age_by_hand():
+    # Predicted lifetime = age + min(T − age, 7 days). At arrival the long VMs (> 7 days)
+    # all score 7 days; at day 1 they score 7.5, 8, 8, 8 days and 70 % recall needs 3 of 4,
+    # so 8 days, capped at the 7-day class threshold; at day 10 both VMs alive score 17
+    # days (capped); at day 40 none is alive: the threshold.
+    decisions = decision_thresholds_at_recall(_Oracle(), _instances(LIFETIMES_DAYS), AGES_S,
+                                              target_recall=0.7, threshold_s=7 * DAY_S)
+    np.testing.assert_allclose(decisions, np.full(4, 7 * DAY_S))
+    table = long_lived_by_age(_Oracle(), _instances(LIFETIMES_DAYS), AGES_S, decisions,
+                              threshold_s=7 * DAY_S)
+    assert table["uptime_s"].tolist() == AGES_S
+    assert table["n"].tolist() == [8, 6, 2, 0]
+    assert table["n_positive"].tolist() == [4, 4, 2, 0]
+    np.testing.assert_array_equal(table["f1"], [1, 1, 1, 0])
+    np.testing.assert_allclose(table["max_predicted_remaining_s"].iloc[:3],
+                               [7 * DAY_S, 7 * DAY_S, 7 * DAY_S])
+    np.testing.assert_allclose(table["median_predicted_remaining_s"].iloc[:3],
+                               [6.75 * DAY_S, 6.75 * DAY_S, 7 * DAY_S])
+    assert np.isnan(table["max_predicted_remaining_s"].iloc[3])
+
+
+class _TimidOracle(_Oracle):
+    """Ranks like the oracle but predicts 1 % of the true remaining lifetime: it never
+    reaches a fixed 7-day decision (issue 11: F1 0 at arrival by construction)."""
+
+    def predict_remaining(self, features, uptime_s):
+        return np.clip((features - uptime_s) / 100, 1.0, 7 * DAY_S)
+
+
+def test_decisions_chosen_on_validation_data_fix_the_timid_model():
+    validation, test = _instances(LIFETIMES_DAYS), _instances([0.2, 4, 8, 12])
+    fixed = long_lived_by_age(_TimidOracle(), test, [0], [7 * DAY_S], threshold_s=7 * DAY_S)
+    assert fixed["f1"].tolist() == [0.0]
+    # On validation data, recall 1 of the long VMs needs a decision at 7.5 days / 100.
+    decisions = decision_thresholds_at_recall(_TimidOracle(), validation, [0],
+                                              target_recall=1.0, threshold_s=7 * DAY_S)
+    np.testing.assert_allclose(decisions, [0.075 * DAY_S])
+    chosen = long_lived_by_age(_TimidOracle(), test, [0], decisions, threshold_s=7 * DAY_S)
+    assert chosen["f1"].tolist() == [1.0]
+    assert chosen["decision_threshold"].tolist() == [0.075 * DAY_S]
+    # 70 %: the highest threshold keeping 3 of the 4 long validation VMs (9 days / 100).
+    np.testing.assert_allclose(decision_thresholds_at_recall(
+        _TimidOracle(), validation, [0], target_recall=0.7, threshold_s=7 * DAY_S),
+        [0.09 * DAY_S])
 
 
 def test_long_lived_metrics_leave_out_instances_censored_before_the_threshold():

@@ -5,11 +5,16 @@ import pandas as pd
 import pytest
 
 from predictors.lifetime.examples import (
+    ABSOLUTE_AGES,
     DAY_S,
+    LIFETIME_FRACTIONS,
     REASON_NEGATIVE_LIFETIME,
     REASON_ZERO_LIFETIME,
+    default_uptime_ages_s,
     label_known,
     long_lived_labels,
+    make_age_examples,
+    make_examples,
     make_uptime_examples,
     observed_lifetimes,
     split_time_at_fraction,
@@ -102,6 +107,108 @@ def test_vectorized_examples_equal_a_per_row_reference():
     np.testing.assert_array_equal(examples.row, row)
     np.testing.assert_allclose(examples.uptime_s, uptime)
     np.testing.assert_allclose(examples.log10_remaining_s, label)
+    np.testing.assert_array_equal(examples.censored, censored)
+
+
+def test_default_age_grid_is_log_spaced_up_to_the_cap():
+    assert default_uptime_ages_s(7 * DAY_S) == (
+        0, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 57600, 115200, 230400, 460800)
+    assert default_uptime_ages_s(3600) == (0, 60, 300, 900, 1800, 3600)
+    assert default_uptime_ages_s(100) == (0, 60)
+
+
+def test_age_examples_of_finished_instances_exact():
+    # Lifetimes 30 s, 1 h, 3 days: alive at 0 only; at 0 .. 30 min; at every age < 3 days.
+    examples, rejected = make_age_examples(_instances([0, 50, 100], [30, 3650, 100 + 3 * DAY_S]),
+                                           cap_s=DAY_S)
+    assert len(rejected) == 0 and examples.augmentation == ABSOLUTE_AGES
+    assert examples.uptime_ages_s == default_uptime_ages_s(DAY_S)
+    ages = np.array(default_uptime_ages_s(DAY_S))
+    np.testing.assert_array_equal(examples.row, [0] + [1] * 5 + [2] * len(ages))
+    np.testing.assert_allclose(examples.uptime_s, np.r_[0, ages[:5], ages])
+    np.testing.assert_allclose(examples.log10_remaining_s, np.log10(np.r_[
+        30, 3600 - ages[:5], np.minimum(3 * DAY_S - ages, DAY_S)]))
+    assert not examples.censored.any()
+
+
+def test_age_examples_label_a_young_vm_long():
+    # The point of absolute ages: at 1 minute a 3-day VM's label is the cap, while with
+    # fractions every label at uptime u lies in [u/7, 7u].
+    instances = _instances([0, 0], [120, 3 * DAY_S])
+    by_age, _ = make_age_examples(instances, cap_s=DAY_S, uptime_ages_s=[60])
+    np.testing.assert_array_equal(by_age.row, [0, 0, 1, 1])
+    np.testing.assert_allclose(by_age.uptime_s, [0, 60, 0, 60])
+    np.testing.assert_allclose(by_age.log10_remaining_s,
+                               np.log10([120, 60, DAY_S, DAY_S]))
+    by_fraction, _ = make_uptime_examples(instances, cap_s=7 * DAY_S)
+    young = (by_fraction.uptime_s > 0) & (by_fraction.uptime_s <= 60)
+    remaining = 10 ** by_fraction.log10_remaining_s[young]
+    assert (remaining <= 7 * by_fraction.uptime_s[young] + 1e-9).all()
+
+
+def test_age_examples_of_censored_instances_only_where_the_label_is_known():
+    # Observed until day 10: i0 runs 9 days (censored), i1 3 days (censored), i2 finished.
+    instances = _instances([1 * DAY_S, 7 * DAY_S, 0], [None, None, 10 * DAY_S])
+    ages = [0, 3600, 2 * DAY_S, 3 * DAY_S, 20 * DAY_S]
+    examples, _ = make_age_examples(instances, cap_s=7 * DAY_S, uptime_ages_s=ages)
+    # 9 days − age ≥ 7 days  <=>  age ≤ 2 days; i1 (3 days < cap) gives nothing.
+    np.testing.assert_array_equal(examples.row[examples.censored], [0, 0, 0])
+    np.testing.assert_allclose(examples.uptime_s[examples.censored], [0, 3600, 2 * DAY_S])
+    np.testing.assert_allclose(examples.log10_remaining_s[examples.censored],
+                               np.log10(7 * DAY_S))
+    assert 1 not in examples.row
+    # The finished 10-day VM is alive at every age but 20 days; capped labels.
+    finished = examples.row == 2
+    np.testing.assert_allclose(examples.uptime_s[finished], ages[:4])
+    np.testing.assert_allclose(10 ** examples.log10_remaining_s[finished],
+                               [7 * DAY_S, 7 * DAY_S, 7 * DAY_S, 7 * DAY_S])
+    assert not examples.censored[finished].any()
+
+
+def test_age_grid_gets_zero_and_is_sorted_and_bad_settings_are_errors():
+    examples, _ = make_age_examples(_instances([0], [1000]), uptime_ages_s=[300, 60, 60])
+    np.testing.assert_allclose(examples.uptime_s, [0, 60, 300])
+    assert examples.uptime_ages_s == (0, 60, 300)
+    with pytest.raises(ValueError, match="uptime_ages_s"):
+        make_age_examples(_instances([0], [1000]), uptime_ages_s=[-1])
+    with pytest.raises(ValueError, match="unknown augmentation"):
+        make_examples(_instances([0], [1000]), "SOMETIMES")
+    fractions, _ = make_examples(_instances([0], [1000]), LIFETIME_FRACTIONS)
+    assert fractions.augmentation == LIFETIME_FRACTIONS and len(fractions) == 8
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vectorized_age_examples_equal_a_per_vm_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = 200
+    start_s = rng.uniform(0, 20 * DAY_S, n)
+    lifetime_s = 10 ** rng.uniform(0, 6.5, n)
+    # Some lifetimes exactly on a grid age: a VM is not alive at its own end.
+    lifetime_s[:10] = rng.choice([60.0, 3600.0, 7200.0], 10)
+    start_s, lifetime_s = np.round(start_s), np.maximum(np.round(lifetime_s), 1)
+    instances = _instances(start_s, [None if s + t > 20 * DAY_S else s + t
+                                     for s, t in zip(start_s, lifetime_s)])
+    cap_s = float(rng.choice([DAY_S, 7 * DAY_S]))
+    ages = sorted(set(rng.choice(default_uptime_ages_s(14 * DAY_S), 8).tolist()) | {0.0})
+    observation_end_us = int(20 * DAY_S * US)
+    examples, _ = make_age_examples(instances, cap_s=cap_s, uptime_ages_s=ages,
+                                    observation_end_us=observation_end_us)
+    expected = []
+    for i, row in instances.iterrows():
+        finished = not pd.isna(row["end_time"])
+        end_us = row["end_time"] if finished else observation_end_us
+        duration = (end_us - row["start_time"]) / US
+        for age in ages:
+            remaining = duration - age
+            if remaining <= 0:
+                continue  # dead (or ending) at this age
+            if finished or remaining >= cap_s:
+                expected.append((i, age, np.log10(min(max(remaining, 1.0), cap_s)),
+                                 not finished))
+    row, uptime, label, censored = map(np.array, zip(*expected))
+    np.testing.assert_array_equal(examples.row, row)
+    np.testing.assert_array_equal(examples.uptime_s, uptime)
+    np.testing.assert_allclose(examples.log10_remaining_s, label, rtol=1e-13)
     np.testing.assert_array_equal(examples.censored, censored)
 
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from predictors.lifetime.evaluation import log10_errors, predict_at_uptime_quantiles, roc_auc
-from predictors.lifetime.examples import DAY_S, make_uptime_examples
+from predictors.lifetime.examples import DAY_S, make_age_examples, make_uptime_examples
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
 from predictors.lifetime.la_classifier import LaClassifier
 from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel
@@ -63,6 +63,28 @@ def test_model_learns_a_planted_category_signal(signal_model):
     # Noise alone leaves ~0.16 (mean |N(0, 0.2)|); the constant is off by ~1 decade.
     assert model_error < 0.25
     assert model_error < 0.3 * constant_error
+
+
+def _two_classes(n: int, seed: int) -> pd.DataFrame:
+    """The job name decides the lifetime exactly: "short" lives 10 minutes, "long" 3 days."""
+    rng = np.random.default_rng(seed)
+    is_long = rng.random(n) < 0.5
+    return _instances(np.where(is_long, np.log10(3 * DAY_S), np.log10(600.0)),
+                      np.where(is_long, "long", "short"), seed)
+
+
+def test_age_examples_let_the_model_call_a_young_vm_long():
+    # Issue 11: trained on fractions of the lifetime, the model at 1 minute of uptime has
+    # only seen VMs of 68 s to 8 min; at absolute ages it has seen every VM alive at 1 min.
+    examples, _ = make_age_examples(_two_classes(2000, seed=8))
+    model = UptimeLifetimeModel(**SMALL).fit(examples)
+    assert model.augmentation_ == "ABSOLUTE_AGES"
+    test = _two_classes(200, seed=9)
+    remaining_s = model.predict_remaining(test, np.full(len(test), 60.0))
+    is_long = test["collection_logical_name"].to_numpy() == "long"
+    short_s, long_s = remaining_s[~is_long].max(), remaining_s[is_long].min()
+    assert long_s > 10 * short_s
+    assert long_s > DAY_S and short_s < 1200
 
 
 def test_repredictions_at_higher_uptime_reduce_error_for_heavy_tailed_lifetimes():

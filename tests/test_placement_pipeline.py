@@ -195,11 +195,68 @@ def test_best_fit_baseline_is_added_only_when_not_configured():
         "lars { policy: NILAS order: LIFETIME order: BASELINE "
         "empty_hosts_threshold_pct: 5 } }").placement
     specs = placement.replay_specs(config)
-    got = sorted((s.policy, s.defrag, s.reported) for s in specs)
+    got = sorted((s.policy, s.defrag, s.reported, s.baseline_seeds) for s in specs)
+    # The LARS baseline order is no replay of its own: the lifetime order's replay gives its
+    # paired rows (one seed by default).
     assert got == sorted([
-        ("nilas", "none", True), ("nilas", "lars_lifetime", True),
-        ("nilas", "lars_baseline", True), ("lava", "none", True),
-        ("best_fit", "none", False)])
+        ("nilas", "none", True, 0), ("nilas", "lars_lifetime", True, 1),
+        ("lava", "none", True, 0), ("best_fit", "none", False, 0)])
+
+
+def test_lars_baseline_alone_still_replays_the_lifetime_order_unreported():
+    config = run_config.parse_config(
+        "placement { policy: BEST_FIT lifetime_source { oracle: true } "
+        "lars { order: BASELINE baseline_seeds: 4 empty_hosts_threshold_pct: 5 } }").placement
+    got = [(s.defrag, s.reported, s.baseline_seeds) for s in placement.replay_specs(config)]
+    assert got == [("none", True, 0), ("lars_lifetime", False, 4)]
+    problems = run_config.validate(run_config.parse_config(
+        "synthetic {} placement { policy: NILAS lifetime_source { oracle: true } "
+        "lars { empty_hosts_threshold_pct: 5 order: BASELINE baseline_seeds: 0 } }"))
+    assert [str(p) for p in problems] == ["placement.lars.baseline_seeds: must be > 0, got 0"]
+
+
+def test_lars_rows_pair_the_baseline_order_with_the_lifetime_order():
+    # Pool "a" with NILAS and a threshold that keeps LARS draining.
+    rows = [r for r in instance_rows() if r["pool"] == "a" and
+            not r["instance_id"].startswith("bad")]
+    rows.sort(key=lambda r: (r["start_time"], r["instance_id"]))
+    start = np.array([r["start_time"] for r in rows])
+    end = np.array([np.nan if r["end_time"] is None else r["end_time"] for r in rows])
+    trace = PlacementTrace.from_arrays(
+        start, end, [[r["cpu_request"], r["memory_request"]] for r in rows],
+        end_us=int(max(start.max(), np.nanmax(end))))
+    pool_input = placement.PoolInput("a", trace, PoolSpec(np.array([[1.0, 1.0]] * 6)), 0,
+                                     int(start.max()))
+    config = run_config.parse_config(
+        f"placement {{ {PLACEMENT_TEXT} lars {{ policy: NILAS order: LIFETIME order: BASELINE "
+        "empty_hosts_threshold_pct: 60 max_inflight: 1 baseline_seeds: 3 } }").placement
+    (spec,) = [s for s in placement.replay_specs(config)
+               if s.defrag == "lars_lifetime" and s.lifetimes.kind == "oracle"]
+    out = list(placement.replay((("a", 0), [(pool_input, spec)]), config))
+    assert [tag for tag, _ in out] == ["placement_timeseries"] + ["placement_summary"] * 4
+    (series,) = [value for tag, value in out if tag == "placement_timeseries"]
+    assert set(series.column("defrag").to_pylist()) == {"lars_lifetime"}
+    summaries = [value[1] for tag, value in out if tag == "placement_summary"]
+    lifetime, *baselines = summaries
+    assert (lifetime["defrag"], lifetime["lars_seed"]) == ("lars_lifetime", None)
+    assert [(b["defrag"], b["lars_seed"]) for b in baselines] == [("lars_baseline", k)
+                                                                   for k in range(3)]
+    assert lifetime["lars_drained_hosts"] >= 2 and lifetime["lars_migrations"] > 0
+    # The same drains and VMs; the pool columns are the lifetime replay's.
+    for baseline in baselines:
+        for name in ("lars_drained_hosts", "empty_hosts_pct", "placements", "num_samples"):
+            assert baseline[name] == lifetime[name]
+        assert baseline["lars_migrations"] + baseline["lars_saved_migrations"] + baseline[
+            "lars_failed_migrations"] <= baseline["lars_scheduled_migrations"]
+        assert 0 <= baseline["migrations"] <= baseline["lars_migrations"]
+    assert lifetime["lars_scheduled_migrations"] >= max(
+        b["lars_scheduled_migrations"] for b in baselines)
+    # The rows fit the summary schema, differences vs Best-Fit included.
+    best_fit = dict(lifetime, policy="best_fit", defrag="none", lars_seed=None)
+    table = placement.with_baseline_differences(
+        ("a", [(row, True) for row in summaries] + [(best_fit, False)]))
+    assert table.schema == schemas.PLACEMENT_SUMMARY and table.num_rows == 4
+    assert table.column("lars_seed").to_pylist() == [0, 1, 2, None]   # baseline first
 
 
 def test_placement_notebook_draws_its_figures(run):

@@ -186,19 +186,18 @@ def recycling_violations(policy, trace, pool):
     return violations
 
 
-def test_strict_lava_never_places_a_vm_on_a_recycling_host_of_its_class_or_higher():
+def test_strict_recycling_never_places_a_vm_on_a_recycling_host_of_its_class_or_higher():
     from tests.test_placement_simulator import random_pool
-    scoring_violations = 0
+    lava_violations = 0
     for seed in range(3):
         trace, pool = random_pool(seed, num_vms=400, num_hosts=6)
-        assert recycling_violations(Lava(), trace, pool) == []
-        scoring_violations += len(recycling_violations(Lava(strict_recycling=False), trace,
-                                                       pool))
-    # The check can fail: pure scoring does put such VMs on recycling hosts.
-    assert scoring_violations > 0
+        assert recycling_violations(Lava(strict_recycling=True), trace, pool) == []
+        lava_violations += len(recycling_violations(Lava(), trace, pool))
+    # The check can fail: LAVA (Algorithm 3, a score) does put such VMs on recycling hosts.
+    assert lava_violations > 0
 
 
-def test_strict_lava_opens_an_empty_host_instead_of_joining_a_recycling_host():
+def test_lava_joins_a_recycling_host_where_strict_recycling_opens_an_empty_host():
     for strict, expected_host in ((True, 1), (False, 0)):
         policy = Lava(strict_recycling=strict)
         driver = Driver(policy)
@@ -207,7 +206,7 @@ def test_strict_lava_opens_an_empty_host_instead_of_joining_a_recycling_host():
         driver.leave(1)
         # An LC2 VM: no open LC2 host and no recycling LC3+ host.
         assert driver.arrive(2, (1.0, 1.0), 5 * HOUR) == expected_host
-        assert policy.name == ("lava" if strict else "lava_scoring")
+        assert policy.name == ("lava_strict_recycling" if strict else "lava")
 
 
 def test_lava_host_drops_a_class_when_its_residual_vms_exit():

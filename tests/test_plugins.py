@@ -212,7 +212,7 @@ def test_registries_hold_every_built_in_once():
         "task_avg", "max_of", "avg_of", "arima", "gaussian_process", "plugin"]
     assert list(PLACEMENT_POLICIES) == [
         "best_fit", "pbfr", "dpbfr", "la", "la_binary", "nilas", "lava", "lava_scoring",
-        "class_first_fit"]
+        "lava_strict_recycling", "class_first_fit"]
     registry = Registry("thing")
     registry.register("a", 1)
     with pytest.raises(ValueError, match="thing 'a' is registered already"):

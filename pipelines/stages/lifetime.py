@@ -15,7 +15,17 @@ instances that started at least `lifetime_cap_s` before the split, the LA classi
 that started at least `la_threshold_s` before it (`label_known`): their labels are
 known at the split, while among more recent instances only the short ones would have one.
 Kaplan–Meier handles censoring itself and uses every training instance. Censored instances
-give examples only where their label is known (predictors/lifetime/examples.py).
+give examples only where their label is known (predictors/lifetime/examples.py). Examples sit
+at the absolute ages of `uptime_age_s` (default) or at fractions of each lifetime (the
+paper's scheme; `augmentation`).
+
+Evaluation on the test period: long-lived classification at arrival (`lifetime_long_lived`)
+and repredicted at each absolute age for the VMs alive then (`lifetime_f1_by_age`), with the
+decision of each regressor chosen per age on a validation slice of the training period (the
+latest-starting `validation_fraction` of the regressors' training instances) to reach
+`long_lived_target_recall` there, unless `long_lived_decision_s` is set; the paper's
+uptime-quantile views (`lifetime_f1_by_uptime`, `lifetime_error_histogram`), whose uptimes
+are fractions of the true lifetime and so leak it into the input; the C-index.
 
 The models are those of `predictors.lifetime.registry.LIFETIME_MODELS`: the stage trains, in
 registry order, each one the config asks for, saves it under its name and evaluates it by
@@ -44,19 +54,24 @@ from pipelines.io import sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, rows_as_dead_letters
 from pipelines.io.sinks import WriteTable
 from predictors.lifetime.base import METADATA_FILE, ModelFiles
+from predictors.lifetime.boosting import time_validation_mask
 from predictors.lifetime.evaluation import (
     DEFAULT_RECALLS,
     concordance_table,
+    decision_thresholds_at_recall,
     error_histogram,
     f1_by_uptime,
     la_classifier_metrics,
+    long_lived_by_age,
     long_lived_metrics,
     predict_at_uptime_quantiles,
 )
 from predictors.lifetime.examples import (
+    LIFETIME_FRACTIONS,
     TimeSplit,
+    default_uptime_ages_s,
     label_known,
-    make_uptime_examples,
+    make_examples,
     reject_invalid_lifetimes,
     split_time_of_span,
     started_before_trace,
@@ -76,7 +91,7 @@ from predictors.lifetime.registry import (
 SOURCE = "lifetime"
 EXAMPLES = "lifetime_examples"
 TRAINING_TABLES = ("lifetime_split", "lifetime_models", "lifetime_long_lived",
-                   "lifetime_la_classifier", "lifetime_f1_by_uptime",
+                   "lifetime_la_classifier", "lifetime_f1_by_age", "lifetime_f1_by_uptime",
                    "lifetime_error_histogram", "lifetime_concordance")
 
 # (first start after the trace start, latest start or end time) in µs; None without rows.
@@ -146,12 +161,29 @@ def uptime_fractions(config) -> Tuple[float, ...]:
     return tuple(i / n for i in range(n))
 
 
-def examples_of(instances: pd.DataFrame, observation_end_us: int, config):
-    """Uptime-augmented examples of valid instances observed until `observation_end_us`."""
-    examples, _ = make_uptime_examples(
-        instances, cap_s=float(config.lifetime_cap_s),
-        uptime_fractions=uptime_fractions(config), min_remaining_s=config.min_remaining_s,
-        observation_end_us=observation_end_us)
+def augmentation_of(config) -> str:
+    """The config's augmentation scheme by name (ABSOLUTE_AGES, LIFETIME_FRACTIONS)."""
+    return config.Augmentation.Name(config.augmentation)
+
+
+def uptime_ages_s(config) -> Tuple[float, ...]:
+    """The absolute ages (s) of the examples and of the F1-by-age evaluation, 0 first."""
+    ages = (list(config.uptime_age_s)
+            or list(default_uptime_ages_s(float(config.lifetime_cap_s))))
+    return tuple(float(a) for a in np.unique(np.r_[0.0, ages]))
+
+
+def examples_of(instances: pd.DataFrame, observation_end_us: int, config,
+                augmentation: Optional[str] = None):
+    """Uptime-augmented examples of valid instances observed until `observation_end_us`,
+    in `augmentation` (default: the config's)."""
+    augmentation = augmentation or augmentation_of(config)
+    scheme = ({"uptime_fractions": uptime_fractions(config)}
+              if augmentation == LIFETIME_FRACTIONS else {"uptime_ages_s": uptime_ages_s(config)})
+    examples, _ = make_examples(
+        instances, augmentation, cap_s=float(config.lifetime_cap_s),
+        min_remaining_s=config.min_remaining_s, observation_end_us=observation_end_us,
+        **scheme)
     return examples
 
 
@@ -209,7 +241,9 @@ def shard_examples(element, config):
 def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
     """The models the config asks for (registry order), fitted on the training part."""
     labeled = regression_instances(split, config)
-    data = TrainingData(split, labeled, examples_of(labeled, split.split_time_us, config))
+    data = TrainingData(split, labeled, examples_of(labeled, split.split_time_us, config),
+                        lambda augmentation: examples_of(labeled, split.split_time_us, config,
+                                                         augmentation))
     fitted = {}
     for name in LIFETIME_MODELS:
         entry = LIFETIME_MODELS[name]
@@ -259,6 +293,7 @@ def save_model(name: str, fitted: FittedModel, model_dir: str, split_time_us: in
     write_model_files(path, model.to_files())
     metadata = model.metadata()
     return {"name": name, "kind": metadata["kind"], "path": path,
+            "augmentation": metadata.get("augmentation"),
             "features": list(model.feature_names), "train_instances": fitted.train_instances,
             "train_examples": fitted.rows_fit_on,
             "num_trees": metadata.get("num_trees_trained"),
@@ -285,32 +320,74 @@ def split_counts(split: TimeSplit, before_trace: pd.DataFrame, config) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def evaluate_remaining_lifetime(model, split: TimeSplit, config) -> Dict[str, pd.DataFrame]:
-    """The tables of a remaining-lifetime model on the test part: long-lived
-    classification, F1 by uptime quantile and the |log10 error| histogram."""
+def validation_instances(split: TimeSplit, config) -> pd.DataFrame:
+    """The slice of the training period that sets the regressors' long-lived decisions: the
+    latest-starting `validation_fraction` of their training instances (all of them when that
+    slice is empty), observed until the split time. Early stopping holds out about the same
+    VMs (the examples of the latest-starting validation_fraction of the examples); with early
+    stopping off the decisions are set on VMs the model trained on."""
+    labeled = regression_instances(split, config)
+    held_out = time_validation_mask(labeled["start_time"].to_numpy(np.float64),
+                                    config.validation_fraction)
+    return labeled[held_out] if held_out.any() else labeled
+
+
+def long_lived_decisions(model, validation: pd.DataFrame, split: TimeSplit, config,
+                         ages_s) -> Tuple[np.ndarray, float]:
+    """(decision at each age as a predicted lifetime in s, target recall): the explicit
+    `long_lived_decision_s` (target NaN), else chosen on the validation slice."""
+    if config.HasField("long_lived_decision_s"):
+        return np.full(len(ages_s), float(config.long_lived_decision_s)), float("nan")
+    target = config.long_lived_target_recall
+    return decision_thresholds_at_recall(
+        model, validation, ages_s, target_recall=target,
+        observation_end_us=split.split_time_us,
+        threshold_s=float(config.long_lived_threshold_s)), float(target)
+
+
+def evaluate_remaining_lifetime(model, split: TimeSplit, config, validation: pd.DataFrame
+                                ) -> Dict[str, pd.DataFrame]:
+    """The tables of a remaining-lifetime model on the test part: long-lived classification
+    at arrival and by absolute age (decisions from the validation slice), F1 by uptime
+    quantile and the |log10 error| histogram (uptime quantiles of the true lifetime)."""
     test, observation_end_us = split.test, split.observation_end_us
     threshold_s = float(config.long_lived_threshold_s)
-    decision_s = float(config.long_lived_decision_s)
+    ages_s = uptime_ages_s(config)
+    decisions_s, target_recall = long_lived_decisions(model, validation, split, config, ages_s)
+    # The quantile view has no decision of its own: the explicit one, else the threshold.
+    quantile_decision_s = (float(config.long_lived_decision_s)
+                           if config.HasField("long_lived_decision_s") else threshold_s)
     predictions = predict_at_uptime_quantiles(
         model, test, n_quantiles=config.num_uptime_quantiles,
         observation_end_us=observation_end_us)
+    scheme = {"augmentation": getattr(model, "augmentation_", None)}
     return {
         "lifetime_long_lived": long_lived_metrics(
             model, test, observation_end_us=observation_end_us, threshold_s=threshold_s,
-            decision_threshold_s=decision_s, recalls=DEFAULT_RECALLS),
-        "lifetime_f1_by_uptime": f1_by_uptime(*predictions, threshold_s=threshold_s,
-                                              decision_threshold_s=decision_s),
+            decision_threshold_s=decisions_s[0], recalls=DEFAULT_RECALLS).assign(
+                target_recall=target_recall, **scheme),
+        "lifetime_f1_by_age": long_lived_by_age(
+            model, test, ages_s, decisions_s, observation_end_us=observation_end_us,
+            threshold_s=threshold_s, recalls=(0.70,)).assign(
+                target_recall=target_recall, **scheme),
+        "lifetime_f1_by_uptime": f1_by_uptime(
+            *predictions, threshold_s=threshold_s,
+            decision_threshold_s=quantile_decision_s).assign(**scheme),
         "lifetime_error_histogram": error_histogram(
             *predictions, cap_s=float(config.lifetime_cap_s),
-            min_remaining_s=config.min_remaining_s),
+            min_remaining_s=config.min_remaining_s).assign(**scheme),
     }
 
 
-def evaluate_long_lived(model, split: TimeSplit, config) -> Dict[str, pd.DataFrame]:
-    """The table of a long-lived classifier on the test part (003 Tables 1, 3)."""
+def evaluate_long_lived(model, split: TimeSplit, config, validation: pd.DataFrame
+                        ) -> Dict[str, pd.DataFrame]:
+    """The table of a long-lived classifier on the test part (003 Tables 1, 3); its
+    decision probability was set at fit time (`LaClassifier.target_recall`)."""
+    target = model.target_recall
     return {"lifetime_la_classifier": la_classifier_metrics(
         model, split.test, observation_end_us=split.observation_end_us,
-        recalls=DEFAULT_RECALLS)}
+        recalls=DEFAULT_RECALLS).assign(
+            target_recall=float("nan") if target is None else float(target))}
 
 
 # What each kind of model is evaluated with (by the registry entry's `predicts`).
@@ -322,10 +399,11 @@ def evaluate(models: Mapping[str, object], split: TimeSplit, config
              ) -> Dict[str, pd.DataFrame]:
     """The evaluation tables of the fitted models {registry name: model} on the test part,
     by table name; each row names its model."""
+    validation = validation_instances(split, config)
     parts: Dict[str, list] = {}
     for name, model in models.items():
         evaluation = EVALUATIONS[LIFETIME_MODELS[name].predicts]
-        for table, frame in evaluation(model, split, config).items():
+        for table, frame in evaluation(model, split, config, validation).items():
             parts.setdefault(table, []).append(frame.assign(model=name))
     tables = {table: pd.concat(frames, ignore_index=True) for table, frames in parts.items()}
     tables["lifetime_concordance"] = concordance_table(
@@ -387,6 +465,14 @@ def validate_config(check, config, field: str = "lifetime_model"):
     check.require(config.min_remaining_s <= config.lifetime_cap_s, f"{field}.min_remaining_s",
                   f"must not exceed lifetime_cap_s {config.lifetime_cap_s}, got "
                   f"{config.min_remaining_s}")
+    check.require(config.augmentation != config.AUGMENTATION_UNSPECIFIED,
+                  f"{field}.augmentation", "must be ABSOLUTE_AGES or LIFETIME_FRACTIONS")
+    for i, age_s in enumerate(config.uptime_age_s):
+        check.require(0 <= age_s < float("inf"), f"{field}.uptime_age_s[{i}]",
+                      f"must be finite and >= 0, got {age_s}")
+    check.require(0 < config.long_lived_target_recall <= 1,
+                  f"{field}.long_lived_target_recall",
+                  f"must be in (0, 1], got {config.long_lived_target_recall}")
     validate_models(check, config, field)
     if config.HasField("examples"):
         which = config.examples.WhichOneof("load_or_write")

@@ -13,6 +13,12 @@ demand and a target utilisation). Every (policy, lifetime source, defragmentatio
 is then its own element, so replays run in parallel; a replay is deterministic (seeds derive
 from the config's seed and the pool name).
 
+LARS is compared paired (001 §6.3: "LARS does not affect which hosts are picked for migration
+at a given time, but orders the VMs"): the closed-loop lifetime-order replay (the
+`lars_lifetime` row) records its drains, and the baseline order replays the migration queue of
+exactly those drains, once per seed (`policies.lars.replay_drains`; `lars_baseline` rows, no
+timeseries): same hosts, same times, same VMs scheduled; only the order differs.
+
 Instances that cannot be replayed are dead letters (source "placement"): no CPU or memory
 request, a zero request, an end before the start, a request larger than every host, a pool
 without machines. Instances outside the replay window are kept and counted as not replayed.
@@ -35,7 +41,7 @@ from configs import fleetcast_pb2
 from pipelines import schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag, rows_as_dead_letters
-from policies.lars import Lars
+from policies.lars import Lars, replay_drains
 from policies.registry import PLACEMENT_POLICIES, build_policy_plugin, check_policy_plugin
 from policies.replay.lifetime_source import (
     ClassifierLifetimes,
@@ -54,7 +60,7 @@ Policy = fleetcast_pb2.PlacementConfig.Policy
 LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
 BEST_FIT = "best_fit"  # the baseline every replay is compared with
 NO_DEFRAG = "none"
-DEFRAG_LABELS = {LarsOrder.LIFETIME: "lars_lifetime", LarsOrder.BASELINE: "lars_baseline"}
+LARS_LIFETIME, LARS_BASELINE = "lars_lifetime", "lars_baseline"
 # Model names in the lifetime stage's `lifetime_models` table (pipelines/lifetime.py).
 UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
 # Dead-letter reasons.
@@ -93,11 +99,15 @@ class LifetimeSpec:
 class ReplaySpec:
     """One replay of a pool: `policy` is a registered policy's name or a plug-in's configured
     name. `reported` is False for the Best-Fit baseline replay that the stage adds when the
-    config does not ask for it (used for differences only)."""
+    config does not ask for it (used for differences only), and for the LARS lifetime-order
+    replay when the config asks for the baseline order alone (it records the drains).
+    `baseline_seeds`: a LARS lifetime-order replay also gives this many paired baseline-order
+    rows, one per seed, on its drains."""
     policy: str
     lifetimes: LifetimeSpec
     defrag: str
     reported: bool = True
+    baseline_seeds: int = 0
 
 
 @dataclasses.dataclass
@@ -129,11 +139,15 @@ def replay_specs(config) -> List[ReplaySpec]:
     names = policy_names(config)
     defragmented = (set(map(policy_name, lars.policy)) or set(names)
                     if config.HasField("lars") else set())
+    # (defrag, reported, baseline seeds): the lifetime order's replay gives the baseline rows.
+    orders = set(lars.order)
+    defrags_of_lars = [(LARS_LIFETIME, LarsOrder.LIFETIME in orders,
+                        lars.baseline_seeds if LarsOrder.BASELINE in orders else 0)
+                       ] if orders else []
     specs = []
     for name in names:
-        defrags = [NO_DEFRAG] + ([DEFRAG_LABELS[o] for o in lars.order]
-                                 if name in defragmented else [])
-        specs += [ReplaySpec(name, source, defrag) for source in lifetimes
+        defrags = [(NO_DEFRAG, True, 0)] + (defrags_of_lars if name in defragmented else [])
+        specs += [ReplaySpec(name, source, *defrag) for source in lifetimes
                   for defrag in defrags]
     if BEST_FIT not in names:
         specs += [ReplaySpec(BEST_FIT, source, NO_DEFRAG, reported=False)
@@ -295,13 +309,44 @@ def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
 
 
 def make_lars(defrag: str, config, pool: str) -> Optional[Lars]:
+    """The replay's defragmenter: none, or LARS in the lifetime order (closed loop)."""
     if defrag == NO_DEFRAG:
         return None
     lars = config.lars
-    return Lars(lars.empty_hosts_threshold_pct, lifetime_order=defrag == "lars_lifetime",
+    return Lars(lars.empty_hosts_threshold_pct, lifetime_order=True,
                 max_inflight=lars.max_inflight, migration_duration_s=lars.migration_duration_s,
                 max_draining_hosts=lars.max_draining_hosts, check_period_s=lars.check_period_s,
                 seed=pool_seed(config.seed, pool))
+
+
+def baseline_seed(config, pool: str, lars_seed: int) -> int:
+    """The random generator's seed of the baseline order with seed index `lars_seed`."""
+    return pool_seed(config.seed, pool) + lars_seed
+
+
+def paired_baseline_rows(row: dict, lars: Lars, pool_input: PoolInput, series, config,
+                         num_seeds: int) -> List[dict]:
+    """The `lars_baseline` summary rows, seeds 0 .. num_seeds - 1: the lifetime replay's
+    `row` with the LARS counts of the baseline order on the same drains (`replay_drains`) and
+    `migrations` over the same metric window; the pool columns stay the lifetime replay's."""
+    times = series["time_us"]
+    window = (int(times[0]), int(times[-1])) if len(times) else (1, 0)
+    rows = []
+    for k in range(num_seeds):
+        counts = replay_drains(
+            lars.drains, pool_input.trace.exit_us, pool_input.end_us, lifetime_order=False,
+            max_inflight=config.lars.max_inflight,
+            migration_duration_s=config.lars.migration_duration_s,
+            seed=baseline_seed(config, pool_input.pool, k), failed=lars.failed,
+            window_us=window)
+        rows.append(dict(row, defrag=LARS_BASELINE, lars_seed=k,
+                         migrations=counts.window_migrations,
+                         lars_migrations=counts.migrations,
+                         lars_scheduled_migrations=counts.scheduled_migrations,
+                         lars_saved_migrations=counts.saved_migrations,
+                         lars_failed_migrations=counts.failed_migrations,
+                         lars_drained_hosts=counts.drained_hosts))
+    return rows
 
 
 def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int) -> dict:
@@ -312,9 +357,11 @@ def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int) -> dict:
 
 def replay(element, config, model_tables=()):
     """((pool, i), [(PoolInput, ReplaySpec)]) → (TIMESERIES, table) if reported and
-    (SUMMARY, (pool, summary row, reported))."""
+    (SUMMARY, (pool, summary row, reported)), plus a LARS lifetime replay's paired
+    baseline-order rows (SUMMARY only)."""
     _, (payload,) = element
     pool_input, spec = payload
+    defragmenter = make_lars(spec.defrag, config, pool_input.pool)
     trace = pool_input.trace
     policy = make_policy(spec.policy, config)
     mix = (InflationMix.from_demand(trace.demand, config.inflation_max_shapes,
@@ -328,7 +375,7 @@ def replay(element, config, model_tables=()):
         start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
         sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
         inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
-        lars=make_lars(spec.defrag, config, pool_input.pool), weights=weights)
+        lars=defragmenter, weights=weights)
     series = result.timeseries
     if spec.reported:
         columns = _key_columns(pool_input, spec, len(series["time_us"]))
@@ -336,7 +383,12 @@ def replay(element, config, model_tables=()):
         for field in schemas.PLACEMENT_TIMESERIES.names[len(columns):]:
             columns[field] = series[field]
         yield TIMESERIES, pa.table(columns, schema=schemas.PLACEMENT_TIMESERIES)
-    yield SUMMARY, (pool_input.pool, summary_row(pool_input, result, spec), spec.reported)
+    row = summary_row(pool_input, result, spec)
+    baseline_rows = paired_baseline_rows(row, defragmenter, pool_input, series, config,
+                                         spec.baseline_seeds)
+    yield SUMMARY, (pool_input.pool, row, spec.reported)
+    for baseline_row in baseline_rows:
+        yield SUMMARY, (pool_input.pool, baseline_row, True)
 
 
 def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
@@ -350,9 +402,11 @@ def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
         not_replayed_vms=int(np.sum(host_of_vm == NOT_REPLAYED)))
     for name in ("warmup_vms", "warmup_failed", "placements", "failed_placements",
                  "migrations", "num_samples", *schemas.PLACEMENT_PCT_METRICS,
-                 "lars_migrations", "lars_saved_migrations", "lars_failed_migrations",
-                 "lars_drained_hosts", "predictions", "prediction_batches"):
+                 "lars_migrations", "lars_scheduled_migrations", "lars_saved_migrations",
+                 "lars_failed_migrations", "lars_drained_hosts", "predictions",
+                 "prediction_batches"):
         row[name] = summary.get(name)
+    row["lars_seed"] = None
     row["gap_to_upper_bound_pp"] = (summary["upper_bound_empty_hosts_pct"]
                                     - summary["empty_hosts_pct"])
     return row
@@ -364,7 +418,8 @@ def with_baseline_differences(element) -> pa.Table:
     without defragmentation."""
     _, rows = element
     rows = sorted(rows, key=lambda r: (r[0]["policy"], r[0]["lifetime_source"],
-                                       r[0]["defrag"], not r[1]))
+                                       r[0]["defrag"], not r[1],
+                                       -1 if r[0]["lars_seed"] is None else r[0]["lars_seed"]))
     baselines = {row["lifetime_source"]: row for row, _ in rows
                  if row["policy"] == BEST_FIT and row["defrag"] == NO_DEFRAG}
     out = []
@@ -489,7 +544,7 @@ def _validate_lars(check, config, field: str):
                   f"{field}.empty_hosts_threshold_pct", "is required")
     check.fraction(lars, "empty_hosts_threshold_pct", field, upper=100.0)
     for name in ("max_inflight", "migration_duration_s", "max_draining_hosts",
-                 "check_period_s"):
+                 "check_period_s", "baseline_seeds"):
         check.positive(lars, name, field)
     for i, policy in enumerate(lars.policy):
         check.require(policy in config.policy, f"{field}.policy[{i}]",

@@ -345,6 +345,7 @@ class _Replay:
         lars, cache = self.lars, self.cache
         if lars is not None:
             summary.update(lars_migrations=lars.migrations,
+                           lars_scheduled_migrations=lars.scheduled_migrations,
                            lars_saved_migrations=lars.saved_migrations,
                            lars_failed_migrations=lars.failed_migrations,
                            lars_drained_hosts=lars.drained_hosts)

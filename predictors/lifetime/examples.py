@@ -1,9 +1,22 @@
 """Uptime-augmented lifetime examples and the time-based train/test split (paper 001 §3).
 
-Every instance whose lifetime T is known becomes one example per uptime fraction f (default
-0, 1/8, ..., 7/8): uptime Tu = f·T, label log10 of the remaining lifetime in seconds,
-log10(clip(T − Tu, min_remaining_s, cap_s)). The model learns E[log10 remaining | features,
-uptime] and can be repredicted as a VM ages.
+An example is (instance, uptime Tu, label): the label is log10 of the remaining lifetime in
+seconds, log10(clip(T − Tu, min_remaining_s, cap_s)). The model learns E[log10 remaining |
+features, uptime] and can be repredicted as a VM ages. Two augmentation schemes choose the
+uptimes:
+
+- ABSOLUTE_AGES (`make_age_examples`, the stage's default): a fixed grid of absolute ages
+  (`default_uptime_ages_s`: 0, 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, ... up to the
+  cap), one example per age at which the instance is still alive (Tu < T). At age a the
+  examples are then every VM alive at a, so the model sees the true conditional
+  distribution of the remaining lifetime there and can call a young VM long.
+- LIFETIME_FRACTIONS (`make_uptime_examples`, the paper's scheme): one example per fraction
+  f of the lifetime (default 0, 1/8, ..., 7/8), Tu = f·T. Every label at uptime u > 0 then
+  lies in [u/7, 7u] (for f ≥ 1/8): the uptime carries the lifetime, and the model cannot say
+  "long" for a VM that is young in absolute terms.
+
+Both schemes share the censoring rules below (an uptime Tu of a censored instance is an age
+or a fraction of its observed duration D).
 
 The cap (7 days, 001 App. B) bounds the label, i.e. the remaining lifetime, while uptimes are
 fractions of the true lifetime. At uptime 0 this is exactly "lifetimes capped at 7 days"; for
@@ -15,7 +28,7 @@ Right-censored instances (end_time null: still running at `observation_end_us`) 
 observed duration D and an unknown lifetime T > D. They are never treated as finished: an
 example (Tu, label) is kept only when its label is known exactly, i.e. when D − Tu ≥ cap_s,
 so that the remaining lifetime is at least the cap whatever T is. Such examples use uptimes
-f·D and label log10(cap_s). Censored instances observed for less than the cap give no
+f·D (or the ages) and label log10(cap_s). Censored instances observed for less than the cap give no
 example, so among instances that start within the cap of the observation end the long-lived
 ones are under-represented; `label_known` selects the instances old enough for
 their label to be known, which is what the pipeline trains the regressors on.
@@ -35,10 +48,26 @@ DAY_S = 86400.0
 DEFAULT_CAP_S = 7 * DAY_S
 DEFAULT_MIN_REMAINING_S = 1.0
 UPTIME_FRACTIONS = tuple(i / 8 for i in range(8))
+# The augmentation schemes (LifetimeModelConfig.Augmentation names them the same way).
+ABSOLUTE_AGES = "ABSOLUTE_AGES"
+LIFETIME_FRACTIONS = "LIFETIME_FRACTIONS"
+# The start of the default age grid; then 1 h, 2 h, 4 h, ... up to the cap.
+_SHORT_AGES_S = (0.0, 60.0, 300.0, 900.0, 1800.0)
 
 REASON_ZERO_LIFETIME = "lifetime is zero (end_time == start_time)"
 REASON_NEGATIVE_LIFETIME = "lifetime is negative (end_time < start_time)"
 REASON_MISSING_START = "start_time is missing"
+
+
+def default_uptime_ages_s(cap_s: float = DEFAULT_CAP_S) -> Tuple[float, ...]:
+    """The default grid of absolute ages (s): 0, 1 min, 5 min, 15 min, 30 min, then 1 h,
+    2 h, 4 h, ... doubling, every age at most `cap_s`."""
+    ages = [a for a in _SHORT_AGES_S if a <= cap_s]
+    hour = 3600.0
+    while hour <= cap_s:
+        ages.append(hour)
+        hour *= 2
+    return tuple(ages)
 
 
 def reject_invalid_lifetimes(instances: Instances) -> Tuple[pd.DataFrame, pd.DataFrame]:
@@ -132,7 +161,10 @@ class LifetimeExamples:
       uptime_s: float64 (n_examples,), the uptime Tu in seconds.
       log10_remaining_s: float64 (n_examples,), the label.
       censored: bool (n_examples,), the example comes from a right-censored instance.
-      cap_s, min_remaining_s, uptime_fractions: the generation settings.
+      cap_s, min_remaining_s: the label range.
+      augmentation: ABSOLUTE_AGES or LIFETIME_FRACTIONS.
+      uptime_fractions: the fractions of LIFETIME_FRACTIONS (empty for ABSOLUTE_AGES).
+      uptime_ages_s: the age grid of ABSOLUTE_AGES (empty for LIFETIME_FRACTIONS).
     """
 
     instances: pd.DataFrame
@@ -143,6 +175,8 @@ class LifetimeExamples:
     cap_s: float
     min_remaining_s: float
     uptime_fractions: Tuple[float, ...]
+    augmentation: str = LIFETIME_FRACTIONS
+    uptime_ages_s: Tuple[float, ...] = ()
 
     def __len__(self) -> int:
         return len(self.row)
@@ -160,12 +194,42 @@ class LifetimeExamples:
         })
 
 
+def _check_label_range(cap_s: float, min_remaining_s: float) -> None:
+    if not 0 < min_remaining_s <= cap_s:
+        raise ValueError(f"need 0 < min_remaining_s <= cap_s, got {min_remaining_s}, {cap_s}")
+
+
+def _examples(instances: Instances, uptime_s_of, *, cap_s: float, min_remaining_s: float,
+              observation_end_us: Optional[int], **settings
+              ) -> Tuple[LifetimeExamples, pd.DataFrame]:
+    """The examples at uptimes `uptime_s_of(duration_s)` ((n, k) seconds, one column per
+    candidate uptime): a candidate is kept when the instance is alive there (uptime <
+    duration) and its label is known (finished, or censored with at least `cap_s` left)."""
+    valid, rejected = reject_invalid_lifetimes(instances)
+    duration_s, finished = observed_lifetimes(valid, observation_end_us)
+    uptime_s = uptime_s_of(duration_s)
+    remaining_s = duration_s[:, None] - uptime_s
+    keep = (remaining_s > 0) & (finished[:, None] | (remaining_s >= cap_s))
+    row, column = np.nonzero(keep)
+    examples = LifetimeExamples(
+        instances=valid,
+        row=row.astype(np.int64),
+        uptime_s=uptime_s[row, column],
+        log10_remaining_s=np.log10(np.clip(remaining_s[row, column], min_remaining_s, cap_s)),
+        censored=~finished[row],
+        cap_s=float(cap_s),
+        min_remaining_s=float(min_remaining_s),
+        **settings,
+    )
+    return examples, rejected
+
+
 def make_uptime_examples(instances: Instances, *, cap_s: float = DEFAULT_CAP_S,
                          uptime_fractions: Sequence[float] = UPTIME_FRACTIONS,
                          min_remaining_s: float = DEFAULT_MIN_REMAINING_S,
                          observation_end_us: Optional[int] = None
                          ) -> Tuple[LifetimeExamples, pd.DataFrame]:
-    """Uptime-augmented training examples (see the module docstring for the semantics).
+    """LIFETIME_FRACTIONS examples, the paper's scheme (see the module docstring).
 
     Args:
       instances: rows of the canonical `instances` table.
@@ -181,25 +245,49 @@ def make_uptime_examples(instances: Instances, *, cap_s: float = DEFAULT_CAP_S,
     fractions = np.asarray(uptime_fractions, dtype=np.float64)
     if fractions.size == 0 or (fractions < 0).any() or (fractions >= 1).any():
         raise ValueError(f"uptime_fractions must be non-empty and in [0, 1): {uptime_fractions}")
-    if not 0 < min_remaining_s <= cap_s:
-        raise ValueError(f"need 0 < min_remaining_s <= cap_s, got {min_remaining_s}, {cap_s}")
-    valid, rejected = reject_invalid_lifetimes(instances)
-    duration_s, finished = observed_lifetimes(valid, observation_end_us)
-    uptime_s = duration_s[:, None] * fractions[None, :]
-    remaining_s = duration_s[:, None] - uptime_s
-    keep = finished[:, None] | (remaining_s >= cap_s)
-    row, column = np.nonzero(keep)
-    examples = LifetimeExamples(
-        instances=valid,
-        row=row.astype(np.int64),
-        uptime_s=uptime_s[row, column],
-        log10_remaining_s=np.log10(np.clip(remaining_s[row, column], min_remaining_s, cap_s)),
-        censored=~finished[row],
-        cap_s=float(cap_s),
-        min_remaining_s=float(min_remaining_s),
-        uptime_fractions=tuple(float(f) for f in fractions),
-    )
-    return examples, rejected
+    _check_label_range(cap_s, min_remaining_s)
+    return _examples(instances, lambda duration_s: duration_s[:, None] * fractions[None, :],
+                     cap_s=cap_s, min_remaining_s=min_remaining_s,
+                     observation_end_us=observation_end_us,
+                     uptime_fractions=tuple(float(f) for f in fractions),
+                     augmentation=LIFETIME_FRACTIONS)
+
+
+def make_age_examples(instances: Instances, *, cap_s: float = DEFAULT_CAP_S,
+                      uptime_ages_s: Optional[Sequence[float]] = None,
+                      min_remaining_s: float = DEFAULT_MIN_REMAINING_S,
+                      observation_end_us: Optional[int] = None
+                      ) -> Tuple[LifetimeExamples, pd.DataFrame]:
+    """ABSOLUTE_AGES examples (see the module docstring): one per age of the grid at which
+    the instance is alive and its label known.
+
+    Args:
+      uptime_ages_s: the age grid in seconds, each ≥ 0; sorted and deduplicated, and 0 is
+        always added (the no-uptime ablation and the prediction at arrival need it); default
+        `default_uptime_ages_s(cap_s)`.
+      other arguments: as for `make_uptime_examples`.
+    """
+    ages = np.asarray(default_uptime_ages_s(cap_s) if uptime_ages_s is None
+                      else uptime_ages_s, dtype=np.float64)
+    if (ages < 0).any() or not np.isfinite(ages).all():
+        raise ValueError(f"uptime_ages_s must be finite and >= 0: {uptime_ages_s}")
+    ages = np.unique(np.r_[0.0, ages])
+    _check_label_range(cap_s, min_remaining_s)
+    return _examples(instances,
+                     lambda duration_s: np.broadcast_to(ages, (len(duration_s), len(ages))),
+                     cap_s=cap_s, min_remaining_s=min_remaining_s,
+                     observation_end_us=observation_end_us, uptime_fractions=(),
+                     augmentation=ABSOLUTE_AGES, uptime_ages_s=tuple(float(a) for a in ages))
+
+
+def make_examples(instances: Instances, augmentation: str, **kwargs
+                  ) -> Tuple[LifetimeExamples, pd.DataFrame]:
+    """`make_age_examples` for ABSOLUTE_AGES, `make_uptime_examples` for LIFETIME_FRACTIONS
+    (keyword arguments: those of the chosen function)."""
+    builders = {ABSOLUTE_AGES: make_age_examples, LIFETIME_FRACTIONS: make_uptime_examples}
+    if augmentation not in builders:
+        raise ValueError(f"unknown augmentation {augmentation!r}; known: {sorted(builders)}")
+    return builders[augmentation](instances, **kwargs)
 
 
 def label_known(instances: Instances, observation_end_us: int, horizon_s: float

@@ -12,13 +12,14 @@ A builder is `build(config) -> LifetimeModel` (unfitted); a fitter is
 """
 
 import dataclasses
-from typing import Callable, Dict, NamedTuple, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import pandas as pd
 
 from configs.registry import Registry
 from predictors.lifetime.base import LifetimeModel
 from predictors.lifetime.examples import (
+    LIFETIME_FRACTIONS,
     LifetimeExamples,
     TimeSplit,
     label_known,
@@ -40,12 +41,16 @@ class TrainingData(NamedTuple):
 
     split: the split; its train instances are observed until split.split_time_us.
     labeled: the regressors' training instances (their labels are known at the split).
-    examples: the uptime-augmented examples of `labeled`, observed until the split time.
+    examples: the uptime-augmented examples of `labeled`, observed until the split time, in
+      the config's augmentation scheme.
+    examples_for: (augmentation) -> the examples of `labeled` in that scheme (for a model
+      that compares schemes); None = only `examples` exist.
     """
 
     split: TimeSplit
     labeled: pd.DataFrame
     examples: LifetimeExamples
+    examples_for: Optional[Callable[[str], LifetimeExamples]] = None
 
 
 class FittedModel(NamedTuple):
@@ -103,10 +108,14 @@ def _check_uptime(check, config, field: str):
                   f"must be >= 2, got {config.uptime_max_bin}")
 
 
-def _register_uptime(name: str, use_uptime: bool, enabled: Callable, rows_fit_on: Callable):
+def _register_uptime(name: str, use_uptime: bool, enabled: Callable, rows_fit_on: Callable,
+                     augmentation: Optional[str] = None):
+    """An uptime model on the config's examples, or on those of `augmentation`."""
     def fit(model, data: TrainingData, config) -> FittedModel:
-        return FittedModel(model.fit(data.examples), len(data.labeled),
-                           rows_fit_on(data.examples))
+        examples = data.examples
+        if augmentation is not None and examples.augmentation != augmentation:
+            examples = data.examples_for(augmentation)
+        return FittedModel(model.fit(examples), len(data.labeled), rows_fit_on(examples))
 
     LIFETIME_MODELS.register(name, LifetimeModelEntry(
         cls=UptimeLifetimeModel, predicts=REMAINING_LIFETIME, enabled=enabled,
@@ -120,6 +129,12 @@ _register_uptime("uptime", True, enabled=lambda config: True, rows_fit_on=len)
 # The no-reprediction ablation learns from the uptime-0 examples only.
 _register_uptime("no_uptime", False, enabled=lambda config: config.train_no_uptime_ablation,
                  rows_fit_on=lambda examples: int((examples.uptime_s == 0).sum()))
+# The paper's augmentation next to the default one (issue 11: with uptimes at fractions of
+# the lifetime the model cannot call a young VM long).
+_register_uptime(
+    "uptime_lifetime_fractions", True, rows_fit_on=len, augmentation=LIFETIME_FRACTIONS,
+    enabled=lambda config: (config.train_lifetime_fractions_model and config.augmentation
+                            != config.LIFETIME_FRACTIONS))
 
 
 def _check_kaplan_meier(check, config, field: str):

@@ -1,8 +1,9 @@
 """The uptime-augmented lifetime model of LAVA (paper 000/001 §3, App. A–C).
 
 A LightGBM regressor of log10 remaining lifetime (seconds) given an instance's features and
-its uptime so far, trained on uptime-augmented examples (`lifetime_examples`). Asking it
-again as a VM ages ("reprediction") turns a point regressor into a survival-like model:
+its uptime so far, trained on uptime-augmented examples (`lifetime_examples`: at absolute
+ages by default, or at fractions of the lifetime as in the paper). Asking it again as a VM
+ages ("reprediction") turns a point regressor into a survival-like model:
 E[log10 remaining | features, uptime].
 
 Defaults follow the paper's model (001 App. B: 2000 trees, 32 nodes, best-first global
@@ -39,9 +40,10 @@ def log10_uptime(uptime_s: np.ndarray) -> np.ndarray:
 class UptimeLifetimeModel(BoostedLifetimeModel):
     """Predicts remaining lifetime (seconds) from instance features and uptime.
 
-    Fitted attributes: `encoder_`, `booster_` (see `BoostedLifetimeModel`), and the label
+    Fitted attributes: `encoder_`, `booster_` (see `BoostedLifetimeModel`), the label
     range of the training examples, `cap_s_` and `min_remaining_s_` (seconds), which clips
-    every prediction.
+    every prediction, and their `augmentation_` (ABSOLUTE_AGES or LIFETIME_FRACTIONS; None
+    in files written before it was recorded).
     """
 
     KIND = "uptime_lifetime_model"
@@ -94,6 +96,7 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
             max_bin_by_feature=([255] * n_instance_features + [self.uptime_max_bin]
                                 if self.use_uptime else None))
         self.cap_s_, self.min_remaining_s_ = examples.cap_s, examples.min_remaining_s
+        self.augmentation_ = examples.augmentation
         return self
 
     def predict_log10_remaining(self, features, uptime_s) -> np.ndarray:
@@ -139,11 +142,12 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
 
     def _fitted_metadata(self) -> dict:
         return {**super()._fitted_metadata(), "cap_s": self.cap_s_,
-                "min_remaining_s": self.min_remaining_s_}
+                "min_remaining_s": self.min_remaining_s_, "augmentation": self.augmentation_}
 
     def _set_fitted(self, metadata, files) -> None:
         super()._set_fitted(metadata, files)
         self.cap_s_, self.min_remaining_s_ = metadata["cap_s"], metadata["min_remaining_s"]
+        self.augmentation_ = metadata.get("augmentation")
 
 
 def interval_uptimes_s(thresholds: np.ndarray) -> np.ndarray:

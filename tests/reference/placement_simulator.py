@@ -25,7 +25,8 @@ from policies.nilas import TEMPORAL_COST_BUCKETS_S
 from policies.replay.pool import FIT_TOLERANCE, PoolSpec, used_above_room
 
 EMPTY, OPEN, RECYCLING = 0, 1, 2
-POLICIES = ("best_fit", "pbfr", "la", "class_first_fit", "nilas", "lava")
+POLICIES = ("best_fit", "pbfr", "la", "class_first_fit", "nilas", "lava",
+            "lava_strict_recycling")
 
 
 def _exit_us(now_us: int, remaining_s: float) -> int:
@@ -38,7 +39,7 @@ class ReferenceReplay:
     Args mirror policies.replay.simulator.simulate; `policy` is one of POLICIES, configured by
     la_thresholds_s (LA), num_buckets / long_lived_num_buckets / long_lived_threshold_s
     (PBFR, DPBFR), time_unit_s (class First-Fit), recycle_fraction and strict_recycling
-    (LAVA).
+    (LAVA; policy "lava_strict_recycling" is "lava" with strict_recycling=True).
     """
 
     def __init__(self, trace, pool_spec: PoolSpec, policy: str, lifetimes, *,
@@ -47,11 +48,12 @@ class ReferenceReplay:
                  la_thresholds_s=LA_BINARY_THRESHOLDS_S, num_buckets: int = 3,
                  long_lived_num_buckets: Optional[int] = None,
                  long_lived_threshold_s: float = 7200.0, time_unit_s: float = 60.0,
-                 recycle_fraction: float = 0.9, strict_recycling: bool = True):
+                 recycle_fraction: float = 0.9, strict_recycling: bool = False):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy}")
         self.trace = trace
         self.policy = policy
+        self.lava = policy in ("lava", "lava_strict_recycling")
         self.lifetimes = lifetimes
         self.one_shot = policy in ("la", "class_first_fit")
         self.start_us = int(trace.arrival_us.min()) if start_us is None else start_us
@@ -63,7 +65,7 @@ class ReferenceReplay:
         self.limit = capacity * (1.0 + FIT_TOLERANCE)
         self.room = self.limit.copy()
         self.recycle_room = used_above_room(capacity, recycle_fraction)
-        self.strict_recycling = strict_recycling
+        self.strict_recycling = strict_recycling or policy == "lava_strict_recycling"
         self.vms = [set() for _ in range(self.num_hosts)]
         self.pred_exit = {}
         self.host_of = {}
@@ -182,24 +184,29 @@ class ReferenceReplay:
                                  self._used())
 
     def _lava(self, fits, score, exit_us, now_us) -> int:
+        """001 App. I Algorithm 3: the first candidate set C below that holds a host where
+        the VM fits, then NILAS's choice in C; -1 if the VM fits nowhere."""
         vm_class = bisect.bisect_right(self.lava_bounds_us[:-1], exit_us - now_us)
         state = np.array(self.state)
         host_class = np.array(self.lava_class)
-        cost = self._temporal_cost(exit_us, now_us)
         used = self._used()
-        tiers = [(state == RECYCLING) & (host_class == c)
-                 for c in range(vm_class + 1, len(self.lava_bounds_us))]
-        tiers.append((state == OPEN) & (host_class == vm_class))
-        # Strict: no recycling host at all in this tier (those of a higher class were
-        # tiers above; the others refuse the VM).
-        refused = (state == RECYCLING) & ((host_class > vm_class) | self.strict_recycling)
-        tiers.append(used & ~((state == OPEN) & (host_class == vm_class)) & ~refused)
-        tiers.append(~used)
-        for tier in tiers:
-            host = self._nilas_order(fits & tier, score, cost, used)
-            if host >= 0:
-                return host
-        return -1
+        recycling = state == RECYCLING
+        higher = fits & recycling & (host_class > vm_class)
+        matching = fits & (state == OPEN) & (host_class == vm_class)
+        non_empty = fits & used
+        if self.strict_recycling:
+            # The ablation: recycling hosts never take a VM of their class or higher.
+            non_empty &= ~(recycling & (host_class <= vm_class))
+        if higher.any():
+            # Recycling hosts of a higher class, those of the class closest to the VM's.
+            candidates = higher & (host_class == host_class[higher].min())
+        elif matching.any():
+            candidates = matching
+        elif non_empty.any():
+            candidates = non_empty
+        else:
+            candidates = fits & ~used
+        return self._nilas_order(candidates, score, self._temporal_cost(exit_us, now_us), used)
 
     # State changes.
     def _place(self, vm: int, host: int, exit_us: int, now_us: int) -> None:
@@ -210,7 +217,7 @@ class ReferenceReplay:
         self.host_of[vm] = host
         if self.policy == "class_first_fit" and self.first_fit_class[host] is None:
             self._open_first_fit(host, self._first_fit_class_of(exit_us - now_us))
-        if self.policy != "lava":
+        if not self.lava:
             return
         if self.state[host] == EMPTY:
             self.state[host] = OPEN
@@ -255,7 +262,7 @@ class ReferenceReplay:
         """Runs exits and LAVA deadlines up to `until_us`, exits first at equal times."""
         while True:
             exit_event = exits[0] if exits and exits[0][0] <= until_us else None
-            deadline = self._next_deadline() if self.policy == "lava" else None
+            deadline = self._next_deadline() if self.lava else None
             if deadline is not None and deadline[0] > until_us:
                 deadline = None
             if exit_event is None and deadline is None:
@@ -287,7 +294,7 @@ class ReferenceReplay:
             host_exit = self._host_exit()
             for host in np.flatnonzero(self._used()).tolist():
                 self._open_first_fit(host, self._first_fit_class_of(int(host_exit[host]) - start))
-        if self.policy == "lava":
+        if self.lava:
             host_exit = self._host_exit()
             for host in np.flatnonzero(self._used()).tolist():
                 self.state[host] = OPEN
