@@ -97,7 +97,7 @@ SOURCE_COUNTS = pa.schema([
     pa.field("rejected", pa.int64(), nullable=False),
 ])
 
-# Lifetime stage (pipelines/lifetime.py). Models are named "uptime", "no_uptime",
+# Lifetime stage (pipelines/stages/lifetime.py). Models are named "uptime", "no_uptime",
 # "uptime_lifetime_fractions", "kaplan_meier" and "la_classifier"; times in µs, durations in
 # seconds.
 LIFETIME_EXAMPLES = pa.schema([
@@ -261,7 +261,7 @@ LIFETIME_TABLES = {
     "lifetime_concordance": LIFETIME_CONCORDANCE,
 }
 
-# Overcommit stage (pipelines/overcommit.py; paper 004 §3-5). `predictor` is a fortune
+# Overcommit stage (pipelines/stages/overcommit/; paper 004 §3-5). `predictor` is a fortune
 # teller's name (oracles included); times are µs on the stage's grid, after reset_and_shift;
 # machine_id is the simulated machine (the trace's, or 0..N-1 with scheduler.at_random);
 # usage and limits are in the configured metric's units.
@@ -349,8 +349,8 @@ OVERCOMMIT_TABLES = {
     "overcommit_counts": OVERCOMMIT_COUNTS,
 }
 
-# Placement stage (pipelines/placement.py; policies/metrics.py defines every metric). One
-# replay per (pool, policy, lifetime_source, defrag): lifetime_source is "oracle",
+# Placement stage (pipelines/stages/placement.py; policies/replay/metrics.py defines every
+# metric). One replay per (pool, policy, lifetime_source, defrag): lifetime_source is "oracle",
 # "noisy_oracle_<accuracy>", "uptime_model" or "one_shot_model"; defrag is "none",
 # "lars_lifetime" or "lars_baseline". Percentages are 0-100; `time` is trace µs.
 _REPLAY_KEY_FIELDS = [
@@ -390,6 +390,13 @@ PLACEMENT_SUMMARY = pa.schema(_REPLAY_KEY_FIELDS + [
     pa.field("not_replayed_vms", pa.int64(), nullable=False),
     pa.field("warmup_vms", pa.int64(), nullable=False),
     pa.field("warmup_failed", pa.int64(), nullable=False),
+    # placement.warm_start, who placed the arrivals before the metrics start:
+    # "policy_from_start" (the policy under test, from the replay start) or
+    # "best_fit_until_metrics" (Best-Fit, then the policy takes over the pool as it is when
+    # metrics start); warm_start_vms = those arrivals placed or failed by Best-Fit (0 with
+    # policy_from_start). The metric definitions are the same for both.
+    pa.field("warm_start", pa.string(), nullable=False),
+    pa.field("warm_start_vms", pa.int64(), nullable=False),
     # Since the end of the warm-up.
     pa.field("placements", pa.int64(), nullable=False),
     pa.field("failed_placements", pa.int64(), nullable=False),

@@ -9,8 +9,10 @@ Events = VM arrivals + VM exits inside the replay (samples and timers are not co
 Each policy runs with oracle lifetimes, and NILAS/LAVA also with two repredicting lifetime
 sources, through the HostExitCache (15-minute refresh): a stand-in with the per-batch cost
 shape of a gradient-boosted model (fixed cost per call plus per row), and the real
-LightGBM `UptimeLifetimeModel` behind its exact `RemainingLifetimeCache`, trained (not
-timed) on another synthetic trace whose job names carry the lifetime signal. The reference
+LightGBM `UptimeLifetimeModel` as its exact `LifetimeCurves` (the pipeline's uptime_model
+source: curves evaluated before the replay, repredictions are lookups), trained (not timed)
+on another synthetic trace whose job names carry the lifetime signal; the oracle runs again
+on the same prefix for the ratio model / oracle. The reference
 runs on a prefix of the arrivals (`--reference_arrivals`), and the fast replay is timed
 again on the same prefix for the ratio; the model runs use a prefix too
 (`--model_arrivals`). Times are CPU seconds of this process.
@@ -40,7 +42,8 @@ from policies.replay.lifetime_source import ModelLifetimes, OracleLifetimes
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
 from predictors.lifetime.examples import make_uptime_examples
-from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel
+from predictors.lifetime.curves import LifetimeCurves
+from predictors.lifetime.uptime_model import UptimeLifetimeModel
 from tests.reference.placement_simulator import simulate_reference
 
 HOST_SHAPE = (48.0, 192.0)
@@ -101,7 +104,7 @@ def instances_table(trace: PlacementTrace, feature: np.ndarray) -> pd.DataFrame:
 
 
 def trained_model_lifetimes(trace: PlacementTrace, feature: np.ndarray, num_hosts: int,
-                            seed: int) -> RemainingLifetimeCache:
+                            seed: int) -> LifetimeCurves:
     """A small LightGBM uptime model, trained on 20k VMs of another synthetic trace, behind
     the exact reprediction cache over the VMs of `trace`."""
     train_trace, train_feature = synthetic_trace(20_000, num_hosts, 0.8, seed + 1)
@@ -109,7 +112,7 @@ def trained_model_lifetimes(trace: PlacementTrace, feature: np.ndarray, num_host
     model = UptimeLifetimeModel(num_trees=100, num_leaves=32, num_threads=1,
                                 early_stopping_rounds=0, features=MODEL_FEATURES,
                                 seed=seed).fit(examples)
-    return RemainingLifetimeCache(model, model.encode(instances_table(trace, feature)))
+    return LifetimeCurves(model, model.encode(instances_table(trace, feature)))
 
 
 def count_events(trace: PlacementTrace, end_us: int) -> int:
@@ -172,14 +175,21 @@ def main():
           f"({model_events:,} events):")
     lightgbm = trained_model_lifetimes(trace, feature, args.hosts, args.seed)
     for make_policy in (Nilas, Lava):
-        for source_name, source in (("stand-in", model), ("lightgbm", lightgbm)):
+        for source_name, source in (("oracle", oracle), ("stand-in", model),
+                                    ("lightgbm", lightgbm)):
             result, seconds = timed(lambda: simulate(
                 trace, pool, make_policy(), source, end_us=model_end_us,
                 refresh_interval_s=900.0, **common))
-            print(f"{result.policy:21} {source_name:9} {model_events / seconds:10,.0f} "
-                  f"{result.summary['empty_hosts_pct']:8.2f} "
-                  f"({result.summary['predictions'] / model_events:.1f} repredictions per "
-                  f"event, {result.summary['prediction_batches']:,} batches)")
+            rate = model_events / seconds
+            if source_name == "oracle":
+                oracle_rate = rate
+                detail = ""
+            else:
+                detail = (f"({result.summary['predictions'] / model_events:.1f} repredictions "
+                          f"per event, {result.summary['prediction_batches']:,} batches; "
+                          f"{rate / oracle_rate:.0%} of oracle)")
+            print(f"{result.policy:21} {source_name:9} {rate:10,.0f} "
+                  f"{result.summary['empty_hosts_pct']:8.2f} {detail}")
 
 
 if __name__ == "__main__":

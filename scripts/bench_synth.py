@@ -1,4 +1,4 @@
-"""Benchmark of the synthetic Google cluster trace v3 generator (pipelines/synthetic.py).
+"""Benchmark of the synthetic Google cluster trace v3 generator (the synthetic/ package).
 
 Generates a trace (default: 200 machines x 7 days, JSON) into a temporary directory and
 prints the wall time and rows/s. Then encodes the same instance_usage rows (the first

@@ -1,4 +1,4 @@
-"""Tests of predictors/lifetime_evaluation.py: metrics by hand and against brute force."""
+"""Tests of predictors/lifetime/evaluation.py: metrics by hand and against brute force."""
 
 import itertools
 

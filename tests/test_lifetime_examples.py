@@ -1,4 +1,4 @@
-"""Tests of predictors/lifetime_examples.py."""
+"""Tests of predictors/lifetime/examples.py."""
 
 import numpy as np
 import pandas as pd

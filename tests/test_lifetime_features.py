@@ -1,4 +1,4 @@
-"""Tests of predictors/lifetime_features.py."""
+"""Tests of predictors/lifetime/features.py."""
 
 import numpy as np
 import pandas as pd

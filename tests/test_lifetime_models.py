@@ -8,7 +8,8 @@ from predictors.lifetime.evaluation import log10_errors, predict_at_uptime_quant
 from predictors.lifetime.examples import DAY_S, make_age_examples, make_uptime_examples
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
 from predictors.lifetime.la_classifier import LaClassifier
-from predictors.lifetime.uptime_model import RemainingLifetimeCache, UptimeLifetimeModel
+from predictors.lifetime.curves import LifetimeCurves
+from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
 US = 10**6
 SMALL = dict(num_trees=60, num_leaves=16, learning_rate=0.2, num_threads=1,
@@ -79,6 +80,7 @@ def test_age_examples_let_the_model_call_a_young_vm_long():
     examples, _ = make_age_examples(_two_classes(2000, seed=8))
     model = UptimeLifetimeModel(**SMALL).fit(examples)
     assert model.augmentation_ == "ABSOLUTE_AGES"
+    assert model.uptime_ages_s_ == examples.uptime_ages_s
     test = _two_classes(200, seed=9)
     remaining_s = model.predict_remaining(test, np.full(len(test), 60.0))
     is_long = test["collection_logical_name"].to_numpy() == "long"
@@ -110,10 +112,10 @@ def test_no_uptime_ablation_predicts_lifetime_at_arrival_minus_uptime():
                                np.clip(at_arrival - uptime_s, 1.0, 7 * DAY_S))
 
 
-def test_cache_gives_exactly_the_direct_predictions(signal_model):
+def test_curves_give_exactly_the_direct_predictions(signal_model):
     model, examples = signal_model
     features = model.encode(examples.instances.iloc[:400])
-    cache = RemainingLifetimeCache(model, features)
+    cache = LifetimeCurves(model, features)
     assert cache.repredicts
     rng = np.random.default_rng(1)
     for _ in range(3):

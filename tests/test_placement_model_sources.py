@@ -1,6 +1,6 @@
 """Model lifetime sources of the placement replay: the lifetime stage's uptime model and LA
 classifier end to end on a small hand-made trace, and HostExitCache / ModelLifetimes /
-RemainingLifetimeCache against brute force on random inputs."""
+LifetimeCurves against brute force on random inputs."""
 
 
 import numpy as np
@@ -25,9 +25,9 @@ from policies.replay.lifetime_source import (
 from policies.replay.metrics import InflationMix
 from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
+from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.examples import make_uptime_examples
 from predictors.lifetime.uptime_model import (
-    RemainingLifetimeCache,
     UptimeLifetimeModel,
     interval_uptimes_s,
     log10_uptime,
@@ -164,7 +164,7 @@ def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
     trace, frame, spec = pool_arrays()
     model = load_model(model_path(run, placement.UPTIME_MODEL_NAME))
     features = model.encode(frame)
-    source = Recording(RemainingLifetimeCache(model, features))
+    source = Recording(LifetimeCurves(model, features))
     result = direct_replay(policy, source, trace, spec)
     row = summary_row(run, policy, "uptime_model")
     assert row["predictions"] == result.summary["predictions"]
@@ -223,7 +223,7 @@ def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):
 def test_la_with_the_uptime_model_predicts_at_arrival_only(run):
     trace, frame, spec = pool_arrays()
     model = load_model(model_path(run, placement.UPTIME_MODEL_NAME))
-    source = Recording(RemainingLifetimeCache(model, model.encode(frame)))
+    source = Recording(LifetimeCurves(model, model.encode(frame)))
     result = direct_replay("la_binary", source, trace, spec)
     assert all(np.all(uptime_s == 0) for _, uptime_s, _ in source.calls)
     np.testing.assert_allclose(summary_row(run, "la_binary", "uptime_model")["empty_hosts_pct"],
@@ -384,11 +384,11 @@ def test_interval_uptimes_fall_in_their_intervals(small_model):
     np.testing.assert_array_equal(interval_uptimes_s(np.empty(0)), [0.0])
 
 
-@pytest.mark.parametrize("prefetch_rows", [1, 8, 200])
-def test_cache_with_prefetching_is_exact_in_small_batches(small_model, prefetch_rows):
+@pytest.mark.parametrize("seed", [1, 8])
+def test_curves_are_exact_in_small_batches(small_model, seed):
     model, features = small_model
-    cache = RemainingLifetimeCache(model, features, prefetch_rows=prefetch_rows)
-    rng = np.random.default_rng(prefetch_rows)
+    cache = LifetimeCurves(model, features)
+    rng = np.random.default_rng(seed)
     thresholds = model.uptime_thresholds()
     # Uptimes on both sides of every threshold, at 0 and at random.
     edges = np.power(10.0, thresholds) - 1.0
@@ -404,3 +404,23 @@ def test_cache_with_prefetching_is_exact_in_small_batches(small_model, prefetch_
                                       model.predict_remaining(features[rows], uptime_s))
     np.testing.assert_array_equal(cache.predict_remaining_s(np.arange(5), 100.0),
                                   model.predict_remaining(features[:5], 100.0))
+
+
+@pytest.mark.parametrize("policy", [Nilas, Lava])
+def test_replay_with_curves_decides_as_with_direct_model_calls(small_model, policy):
+    model, features = small_model
+    rng = np.random.default_rng(3)
+    n = len(features)
+    arrival_us = np.sort(rng.uniform(0, 2 * 86400, n) * S).astype(np.int64)
+    lifetime_us = (10 ** rng.uniform(2, 5, n) * S).astype(np.int64)
+    trace = PlacementTrace(arrival_us, arrival_us + lifetime_us,
+                           rng.choice([[0.25, 0.25], [0.5, 0.25], [0.125, 0.5]], n))
+    spec = PoolSpec.from_shape((1.0, 1.0), 40)
+    results = []
+    for source in (LifetimeCurves(model, features), ModelLifetimes(model, features)):
+        results.append(simulate(trace, spec, policy(), source, warmup_s=0.0,
+                                sample_period_s=3600.0, refresh_interval_s=900.0))
+    curves, direct = results
+    assert (curves.host_of_vm >= 0).sum() > 0.9 * n
+    np.testing.assert_array_equal(curves.host_of_vm, direct.host_of_vm)
+    assert curves.summary == direct.summary

@@ -259,6 +259,42 @@ def test_lars_rows_pair_the_baseline_order_with_the_lifetime_order():
     assert table.column("lars_seed").to_pylist() == [0, 1, 2, None]   # baseline first
 
 
+def test_summary_says_which_warm_start_was_used(run):
+    tables, _ = run
+    summary = tables["placement_summary"]
+    assert set(summary["warm_start"]) == {"policy_from_start"}
+    assert (summary["warm_start_vms"] == 0).all()
+
+
+def test_best_fit_until_metrics_warm_start_reaches_simulate_and_the_summary():
+    trace, results = direct_replays("a")
+    config = run_config.parse_config(
+        f"placement {{ {PLACEMENT_TEXT} warm_start: BEST_FIT_UNTIL_METRICS }}").placement
+    specs = placement.replay_specs(config)
+    assert {s.warm_start for s in specs} == {"best_fit_until_metrics"}
+    (spec,) = [s for s in specs if s.policy == "nilas" and s.lifetimes.kind == "oracle"]
+    pool_input = placement.PoolInput("a", trace, PoolSpec(np.array(
+        [[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]])), 0, int(trace.arrival_us.max()))
+    out = dict(placement.replay((("a", 0), [(pool_input, spec)]), config))
+    row = out["placement_summary"][1]
+    expected = simulate(trace, pool_input.spec, Nilas(), OracleLifetimes(trace.lifetime_s()),
+                        start_us=0, end_us=pool_input.end_us, warmup_s=WARMUP_S,
+                        sample_period_s=SAMPLE_PERIOD_S,
+                        inflation_mix=InflationMix.from_demand(trace.demand),
+                        stranding_every=STRANDING_EVERY, warm_start="best_fit_until_metrics")
+    warm_start_vms = np.sum((trace.arrival_us >= 0) & (trace.arrival_us < WARMUP_S * S))
+    assert row["warm_start"] == "best_fit_until_metrics"
+    assert row["warm_start_vms"] == expected.summary["warm_start_vms"] == warm_start_vms > 0
+    assert row["empty_hosts_pct"] == expected.summary["empty_hosts_pct"]
+    assert row["placed_vms"] == np.sum(expected.host_of_vm >= 0)
+    # Not the default's replay: Best-Fit placed the first hour.
+    assert not np.array_equal(expected.host_of_vm, results["nilas", "oracle"].host_of_vm)
+    problems = run_config.validate(run_config.parse_config(
+        "synthetic {} placement { policy: NILAS lifetime_source { oracle: true } "
+        "warm_start: WARM_START_UNSPECIFIED }"))
+    assert [str(p) for p in problems] == ["placement.warm_start: is WARM_START_UNSPECIFIED"]
+
+
 def test_placement_notebook_draws_its_figures(run):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -6,12 +6,19 @@ import pytest
 from policies.best_fit import BestFit
 from policies.class_first_fit import ClassFirstFit
 from policies.la import LA_MULTI_CLASS_THRESHOLDS_S, LifetimeAlignment
+from policies.lars import Lars
 from policies.lava import Lava
 from policies.nilas import Nilas
 from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.replay.pool import FIT_TOLERANCE, PoolSpec, peak_demand
-from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
+from policies.replay.simulator import (
+    BEST_FIT_UNTIL_METRICS,
+    FAILED,
+    NOT_REPLAYED,
+    PlacementTrace,
+    simulate,
+)
 from tests.reference.placement_simulator import simulate_reference
 
 S = 1_000_000
@@ -138,6 +145,83 @@ def test_warm_up_vms_are_placed_by_best_fit_and_metrics_start_after_warm_up():
         assert result.timeseries["time_us"][0] == HOUR
         assert np.all(np.diff(result.timeseries["time_us"]) == 600 * S)
         assert result.summary["warmup_vms"] == alive.sum()
+
+
+def crafted_warm_start_pool():
+    """Two hosts of 10; VM 0 (6, 1 h) and VM 1 (5, 10 h) open hosts 0 and 1. VM 2 (3, 5 h):
+    Best-Fit takes the fuller host 0, NILAS host 1 (same exit). VM 3 (1, 10 h): Best-Fit
+    takes host 0 (1 free) if VM 2 is there; NILAS takes host 1 (host 0 exits sooner)."""
+    arrival_s = np.array([0, 10, 20, 40])
+    lifetime_s = np.array([3600, 36000, 18000, 36000])
+    trace = PlacementTrace(arrival_s * S, (arrival_s + lifetime_s) * S,
+                           np.repeat([[6.0], [5.0], [3.0], [1.0]], 2, axis=1))
+    return trace, PoolSpec.from_shape((10.0, 10.0), 2)
+
+
+@pytest.mark.parametrize("policy, warm_start, expected", [
+    (BestFit, {}, [0, 1, 0, 0]),
+    (BestFit, {"warm_start": BEST_FIT_UNTIL_METRICS}, [0, 1, 0, 0]),
+    (Nilas, {}, [0, 1, 1, 1]),
+    # Best-Fit places VM 2 (before the metrics start at 30 s), NILAS then places VM 3.
+    (Nilas, {"warm_start": BEST_FIT_UNTIL_METRICS}, [0, 1, 0, 1]),
+])
+def test_warm_start_places_by_best_fit_until_metrics_then_the_policy(policy, warm_start,
+                                                                    expected):
+    trace, pool = crafted_warm_start_pool()
+    result = simulate(trace, pool, policy(), OracleLifetimes(trace.lifetime_s()), start_us=0,
+                      end_us=90 * S, warmup_s=30, sample_period_s=60, **warm_start)
+    np.testing.assert_array_equal(result.host_of_vm, expected)
+    assert result.policy == policy.name
+    assert result.summary["warm_start_vms"] == (3 if warm_start else 0)
+    assert result.summary["placements"] == 1 and result.timeseries["time_us"][0] == 30 * S
+
+
+@pytest.mark.parametrize("make_policy", [Nilas, Lava, LifetimeAlignment])
+def test_warm_start_arrivals_before_metrics_land_where_best_fit_puts_them(make_policy):
+    # Starts empty (no VM before 0): only the warm start decides the first hours.
+    trace, pool = random_pool(5, num_vms=400, num_hosts=16)
+    trace = PlacementTrace(trace.arrival_us - trace.arrival_us.min(),
+                           trace.exit_us - trace.arrival_us.min(), trace.demand)
+    lifetimes = OracleLifetimes(trace.lifetime_s())
+    switch_us = 4 * HOUR
+    before = trace.arrival_us < switch_us
+    runs = {warm_start: simulate(trace, pool, make_policy(), lifetimes, warmup_s=4 * 3600,
+                                 sample_period_s=600, warm_start=warm_start)
+            for warm_start in ("policy_from_start", BEST_FIT_UNTIL_METRICS)}
+    best_fit = simulate(trace, pool, BestFit(), lifetimes, warmup_s=4 * 3600,
+                        sample_period_s=600).host_of_vm
+    warm = runs[BEST_FIT_UNTIL_METRICS]
+    np.testing.assert_array_equal(warm.host_of_vm[before], best_fit[before])
+    assert warm.summary["warm_start_vms"] == before.sum() > 50
+    # The test can fail: from the start, the policy places those arrivals differently; and
+    # after the switch it decides, not Best-Fit.
+    assert np.any(runs["policy_from_start"].host_of_vm[before] != best_fit[before])
+    assert np.any(warm.host_of_vm[~before] != best_fit[~before])
+    check_replay(trace, pool, warm.host_of_vm, 0, int(trace.arrival_us.max()))
+    assert warm.timeseries["time_us"][0] == switch_us
+    for result in runs.values():
+        assert result.summary["placements"] + result.summary["failed_placements"] == np.sum(
+            ~before & (trace.arrival_us <= warm.timeseries["time_us"][-1]))
+
+
+def test_warm_start_binds_lars_and_a_repredicting_source_at_the_switch():
+    trace, pool = random_pool(6, num_vms=400)
+    switch_us = 3 * HOUR
+    source = CountingSource(trace.lifetime_s())
+    lars = Lars(50, check_period_s=600)
+    result = simulate(trace, pool, Nilas(), source, start_us=0, warmup_s=3 * 3600,
+                      refresh_interval_s=0, sample_period_s=600, lars=lars,
+                      warm_start=BEST_FIT_UNTIL_METRICS)
+    assert lars.drains and min(drain.time_us for drain in lars.drains) >= switch_us
+    # Every arrival is predicted at uptime 0, and one batch at the switch repredicts every
+    # VM then placed (warm-up and warm start), at its uptime then.
+    assert np.all(source.calls[1][1] == 0) and len(source.calls[1][0]) == np.sum(
+        trace.arrival_us >= 0)
+    alive = ((trace.arrival_us < switch_us) & (trace.exit_us > switch_us)
+             & (result.host_of_vm >= 0))
+    vms, uptime_s = next((vms, uptime) for vms, uptime in source.calls
+                         if len(vms) and np.all(uptime == (switch_us - trace.arrival_us[vms]) / S))
+    np.testing.assert_array_equal(np.sort(vms), np.flatnonzero(alive))
 
 
 def test_replay_is_deterministic():

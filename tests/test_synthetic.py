@@ -1,4 +1,4 @@
-"""Tests of the synthetic Google cluster trace v3 generator (pipelines/synthetic.py)."""
+"""Tests of the synthetic Google cluster trace v3 generator (the synthetic/ package)."""
 
 import csv
 import glob

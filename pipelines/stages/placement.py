@@ -50,7 +50,13 @@ from policies.replay.lifetime_source import (
 )
 from policies.replay.metrics import InflationMix, difference_vs_baseline
 from policies.replay.pool import PoolSpec
-from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
+from policies.replay.simulator import (
+    FAILED,
+    NOT_REPLAYED,
+    POLICY_FROM_START,
+    PlacementTrace,
+    simulate,
+)
 
 SOURCE = "placement"
 TIMESERIES = "placement_timeseries"
@@ -58,10 +64,11 @@ SUMMARY = "placement_summary"
 POOLS = "pools"
 Policy = fleetcast_pb2.PlacementConfig.Policy
 LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
+WarmStart = fleetcast_pb2.PlacementConfig.WarmStart
 BEST_FIT = "best_fit"  # the baseline every replay is compared with
 NO_DEFRAG = "none"
 LARS_LIFETIME, LARS_BASELINE = "lars_lifetime", "lars_baseline"
-# Model names in the lifetime stage's `lifetime_models` table (pipelines/lifetime.py).
+# Model names in the lifetime stage's `lifetime_models` table (pipelines/stages/lifetime.py).
 UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
 # Dead-letter reasons.
 REASON_NO_REQUEST = "no cpu_request or memory_request"
@@ -102,12 +109,14 @@ class ReplaySpec:
     config does not ask for it (used for differences only), and for the LARS lifetime-order
     replay when the config asks for the baseline order alone (it records the drains).
     `baseline_seeds`: a LARS lifetime-order replay also gives this many paired baseline-order
-    rows, one per seed, on its drains."""
+    rows, one per seed, on its drains. `warm_start`: the simulator's name of the config's
+    warm start (the same for every replay, the Best-Fit baseline included)."""
     policy: str
     lifetimes: LifetimeSpec
     defrag: str
     reported: bool = True
     baseline_seeds: int = 0
+    warm_start: str = POLICY_FROM_START
 
 
 @dataclasses.dataclass
@@ -132,9 +141,16 @@ def policy_names(config) -> List[str]:
     return [policy_name(p) for p in config.policy] + [p.name for p in config.policy_plugin]
 
 
+def warm_start_name(config) -> str:
+    """The simulator's name of the config's warm start (POLICY_FROM_START →
+    "policy_from_start")."""
+    return WarmStart.Name(config.warm_start).lower()
+
+
 def replay_specs(config) -> List[ReplaySpec]:
     """Every configured replay, plus a Best-Fit baseline per lifetime source if needed."""
     lifetimes = [LifetimeSpec.of(m) for m in config.lifetime_source]
+    warm_start = warm_start_name(config)
     lars = config.lars
     names = policy_names(config)
     defragmented = (set(map(policy_name, lars.policy)) or set(names)
@@ -147,11 +163,11 @@ def replay_specs(config) -> List[ReplaySpec]:
     specs = []
     for name in names:
         defrags = [(NO_DEFRAG, True, 0)] + (defrags_of_lars if name in defragmented else [])
-        specs += [ReplaySpec(name, source, *defrag) for source in lifetimes
-                  for defrag in defrags]
+        specs += [ReplaySpec(name, source, *defrag, warm_start=warm_start)
+                  for source in lifetimes for defrag in defrags]
     if BEST_FIT not in names:
-        specs += [ReplaySpec(BEST_FIT, source, NO_DEFRAG, reported=False)
-                  for source in lifetimes]
+        specs += [ReplaySpec(BEST_FIT, source, NO_DEFRAG, reported=False,
+                             warm_start=warm_start) for source in lifetimes]
     return specs
 
 
@@ -299,11 +315,13 @@ def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
                                     seed=pool_seed(config.seed, pool_input.pool))
     # The model classes need LightGBM: imported only when a model source is configured.
     from pipelines.stages.lifetime import load_model
-    from predictors.lifetime.uptime_model import RemainingLifetimeCache
+    from predictors.lifetime.curves import curves_for_saved_model
     frame = pool_input.instances.to_pandas()
     if spec.kind == "uptime_model":
-        model = load_model(model_path(model_tables, UPTIME_MODEL_NAME))
-        return RemainingLifetimeCache(model, model.encode(frame))
+        # Exact lifetime curves: every VM's curve in one batched call, repredictions are
+        # lookups; a model whose booster, age grid or features do not match says so.
+        path = model_path(model_tables, UPTIME_MODEL_NAME)
+        return curves_for_saved_model(load_model(path), frame, path)
     classifier = load_model(model_path(model_tables, LA_CLASSIFIER_NAME))
     return ClassifierLifetimes(classifier.predict_long(frame), classifier.threshold_s)
 
@@ -375,7 +393,7 @@ def replay(element, config, model_tables=()):
         start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
         sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
         inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
-        lars=defragmenter, weights=weights)
+        lars=defragmenter, weights=weights, warm_start=spec.warm_start)
     series = result.timeseries
     if spec.reported:
         columns = _key_columns(pool_input, spec, len(series["time_us"]))
@@ -399,9 +417,9 @@ def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
     row.update(
         num_hosts=pool_input.spec.num_hosts, vms=len(host_of_vm),
         placed_vms=int(np.sum(host_of_vm >= 0)), failed_vms=int(np.sum(host_of_vm == FAILED)),
-        not_replayed_vms=int(np.sum(host_of_vm == NOT_REPLAYED)))
-    for name in ("warmup_vms", "warmup_failed", "placements", "failed_placements",
-                 "migrations", "num_samples", *schemas.PLACEMENT_PCT_METRICS,
+        not_replayed_vms=int(np.sum(host_of_vm == NOT_REPLAYED)), warm_start=spec.warm_start)
+    for name in ("warmup_vms", "warmup_failed", "warm_start_vms", "placements",
+                 "failed_placements", "migrations", "num_samples", *schemas.PLACEMENT_PCT_METRICS,
                  "lars_migrations", "lars_scheduled_migrations", "lars_saved_migrations",
                  "lars_failed_migrations", "lars_drained_hosts", "predictions",
                  "prediction_batches"):
@@ -502,6 +520,8 @@ def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
     check.require(0 < config.target_utilization <= 1, f"{field}.target_utilization",
                   f"must be in (0, 1], got {config.target_utilization}")
     check.positive(config, "warmup_s", field, allow_zero=True)
+    check.require(config.warm_start != WarmStart.WARM_START_UNSPECIFIED, f"{field}.warm_start",
+                  "is WARM_START_UNSPECIFIED")
     check.positive(config, "sample_period_s", field)
     check.positive(config, "refresh_interval_s", field, allow_zero=True)
     if config.HasField("best_fit_weights"):

@@ -11,7 +11,11 @@ and says whether its answer for a VM changes with uptime (`repredicts`). Sources
 - `NoisyOracleLifetimes`: the true remaining lifetime with the per-VM log10 error of
   predictors.lifetime.noisy_oracle (paper 001 App. G.1), the same error at every uptime.
 - `ModelLifetimes`: any model with `predict_remaining(features, uptime_s)` and its feature
-  table, one row per VM of the trace (the uptime-augmented model of paper 000 §3).
+  table, one row per VM of the trace (the uptime-augmented model of paper 000 §3), one model
+  call per batch.
+- `predictors.lifetime.curves.LifetimeCurves` (the pipeline's "uptime_model" source): the
+  uptime model's exact lifetime curves, evaluated at construction; a reprediction is a
+  lookup, equal to the model's answer.
 - `OneShotLifetimes`: wraps a source and predicts once, at uptime 0; later the remaining
   lifetime is that prediction minus the uptime, floored at 0 (LA, paper 003).
 - `ClassifierLifetimes`: a long/short classification at arrival (the LA classifier of paper
@@ -23,6 +27,12 @@ uptime, in one batch with every other host due) before the next placement decisi
 was placed on it or left it, if its exit estimate has passed, or if its last reprediction
 is older than `refresh_interval_s`. `refresh_interval_s = 0` repredicts every used host before
 every decision (no cache).
+
+A source may also offer `exit_tracker(arrival_us)`, returning None or an object whose
+`exits_us(vms: list, now_us) -> list` gives the same predicted exits as
+`to_exit_us(now_us, predict_remaining_s(vms, uptimes))` (LifetimeCurves does, from its
+curves); `HostExitCache` then repredicts host by host with it and no numpy calls, the cost
+of a refresh being a few list operations per VM.
 """
 
 import collections
@@ -162,6 +172,8 @@ class HostExitCache:
         self._source = source
         self._arrival_us = np.asarray(arrival_us, dtype=np.int64)
         self._interval_us = int(refresh_interval_s * US_PER_S)
+        make_tracker = getattr(source, "exit_tracker", None)
+        self._tracker = make_tracker(self._arrival_us) if make_tracker is not None else None
         self.num_predictions = 0
         self.num_batches = 0
 
@@ -186,6 +198,33 @@ class HostExitCache:
         hosts = self._hosts_due(now_us)
         if not hosts:
             return []
+        if self._tracker is not None:
+            changed = self._refresh_tracked(hosts, now_us)
+        else:
+            changed = self._refresh_batch(hosts, now_us)
+        self.num_batches += 1
+        if self._interval_us:
+            self._schedule(hosts, now_us)
+        return changed
+
+    def _refresh_tracked(self, hosts: list, now_us: int) -> list:
+        """Repredicts `hosts` with the source's exit tracker; returns those that changed."""
+        pool = self._pool
+        host_vms, host_exit_us = pool.host_vms, pool.host_exit_us
+        set_predicted_exits, exits_us = pool.set_predicted_exits, self._tracker.exits_us
+        changed = []
+        for host in hosts:
+            vms = list(host_vms[host])
+            old_exit = host_exit_us[host]
+            set_predicted_exits(host, vms, exits_us(vms, now_us))
+            self.num_predictions += len(vms)
+            if host_exit_us[host] != old_exit:
+                changed.append(host)
+        return changed
+
+    def _refresh_batch(self, hosts: list, now_us: int) -> list:
+        """Repredicts `hosts` in one `predict_remaining_s` call; returns those that
+        changed."""
         pool = self._pool
         vms = [list(pool.host_vms[h]) for h in hosts]
         num_vms = sum(map(len, vms))
@@ -193,7 +232,6 @@ class HostExitCache:
         uptime_s = (now_us - self._arrival_us[vm_index]) / US_PER_S
         exits_us = to_exit_us(now_us, self._source.predict_remaining_s(vm_index, uptime_s))
         self.num_predictions += num_vms
-        self.num_batches += 1
         exits_us = exits_us.tolist()
         host_exit_us, set_predicted_exits = pool.host_exit_us, pool.set_predicted_exits
         changed = []
@@ -205,8 +243,6 @@ class HostExitCache:
             start = end
             if host_exit_us[host] != old_exit:
                 changed.append(host)
-        if self._interval_us:
-            self._schedule(hosts, now_us)
         return changed
 
     def _hosts_due(self, now_us: int) -> list:

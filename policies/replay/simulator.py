@@ -7,8 +7,15 @@ Ties within a kind go by VM or host index, so a replay is deterministic for its 
 the seeds inside its lifetime source and defragmenter).
 
 Warm-up (001 App. F): VMs that arrived before `start_us` and are still alive then are placed
-first, in arrival order, by Best-Fit; then the policy under test takes over and metrics start
-`warmup_s` later.
+first, in arrival order, by Best-Fit; metrics start `warmup_s` later. The warm start says
+when the policy under test takes over from that Best-Fit:
+  - POLICY_FROM_START (default): at `start_us`, so it places every arrival of the replay.
+  - BEST_FIT_UNTIL_METRICS: when metrics start. Best-Fit also places every arrival before
+    `start_us + warmup_s`, so a trace that starts empty (the Azure sample) is filled the
+    same way for every policy; the events before the take-over run first, then the policy
+    (and LARS) are bound to the pool as it is, exactly as they are at `start_us` to the
+    warm-up VMs. The lifetime source predicts every VM as usual (arrival predictions, and
+    repredictions of its hosts by a repredicting source), Best-Fit's VMs included.
 
 Censored VMs (still running at the trace end, exit unknown) must be given an exit at or
 after `end_us` (`PlacementTrace.from_arrays` uses `end_us`): the replay stops at `end_us`,
@@ -43,6 +50,10 @@ EXIT, MIGRATION_DONE, TIMER, ARRIVAL, SAMPLE, DEFRAG_CHECK = range(6)
 # host_of_vm values besides host indexes.
 FAILED = -1
 NOT_REPLAYED = -2
+# Warm starts: when the policy under test takes over from Best-Fit.
+POLICY_FROM_START = "policy_from_start"
+BEST_FIT_UNTIL_METRICS = "best_fit_until_metrics"
+WARM_STARTS = (POLICY_FROM_START, BEST_FIT_UNTIL_METRICS)
 
 
 def stream_exit_first(exit_us: int, exit_vm: int, events: list) -> bool:
@@ -102,7 +113,8 @@ class PlacementResult:
     host_of_vm: int32[V], the host each VM was first placed on, FAILED (-1) if none fit,
       NOT_REPLAYED (-2) if it arrived after `end_us` or ended before `start_us`.
     timeseries, summary: see policies.replay.metrics; the summary also holds the replay's counts
-      (warmup_vms, warmup_failed, migrations..., predictions, prediction_batches).
+      (warmup_vms, warmup_failed, warm_start_vms, migrations..., predictions,
+      prediction_batches).
     """
     policy: str
     host_of_vm: np.ndarray
@@ -115,7 +127,8 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
              end_us: Optional[int] = None, warmup_s: float = 2 * 86400.0,
              sample_period_s: float = 300.0, refresh_interval_s: float = 900.0,
              inflation_mix: Optional[InflationMix] = None, stranding_every: int = 12,
-             lars: Optional[Lars] = None, weights=None) -> PlacementResult:
+             lars: Optional[Lars] = None, weights=None,
+             warm_start: str = POLICY_FROM_START) -> PlacementResult:
     """Replays `trace` on `pool_spec` with `policy` and returns decisions and metrics.
 
     Args:
@@ -128,10 +141,11 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
       inflation_mix, stranding_every: stranding by inflation every n-th sample (None: off).
       lars: optional defragmenter.
       weights: Best-Fit dimension weights (PoolState default if None).
+      warm_start: POLICY_FROM_START or BEST_FIT_UNTIL_METRICS (module docstring).
     """
     replay = _Replay(trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                      sample_period_s, refresh_interval_s, inflation_mix, stranding_every,
-                     lars, weights)
+                     lars, weights, warm_start)
     return replay.run()
 
 
@@ -140,9 +154,11 @@ class _Replay:
 
     def __init__(self, trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                  sample_period_s, refresh_interval_s, inflation_mix, stranding_every, lars,
-                 weights):
+                 weights, warm_start):
         if sample_period_s <= 0 or warmup_s < 0:
             raise ValueError("sample_period_s must be > 0 and warmup_s >= 0")
+        if warm_start not in WARM_STARTS:
+            raise ValueError(f"warm_start must be one of {WARM_STARTS}, got {warm_start!r}")
         if trace.demand.shape[1] != pool_spec.capacity.shape[1]:
             raise ValueError("trace and pool have different resource dimensions")
         self.trace = trace
@@ -154,6 +170,9 @@ class _Replay:
         self.start_us = int(arrival.min()) if start_us is None else int(start_us)
         self.end_us = int(arrival.max()) if end_us is None else int(end_us)
         self.metrics_start_us = self.start_us + int(warmup_s * US_PER_S)
+        # When the policy under test (and LARS) take over from the warm-up's Best-Fit.
+        self.takeover_us = (self.start_us if warm_start == POLICY_FROM_START
+                            else self.metrics_start_us)
         self.sample_period_us = int(sample_period_s * US_PER_S)
         self.pool = PoolState(pool_spec, weights, smallest_demand=trace.demand.min(axis=0))
         # Per-VM demand tuples; zipping the columns is several times faster than a tuple
@@ -163,6 +182,10 @@ class _Replay:
                       if lifetimes.repredicts else None)
         self.metrics = PlacementMetrics(self.pool, inflation_mix, stranding_every)
         self.lars = lars
+        # The policy placing arrivals, and the defragmenter running, now: the warm-up's
+        # Best-Fit and none until the take-over, then `policy` and `lars`.
+        self.deciding = None
+        self.defragmenting = None
         self.events = []
         self.host_of_vm = np.full(len(trace), NOT_REPLAYED, dtype=np.int32)
         # Counts since metrics started.
@@ -181,16 +204,17 @@ class _Replay:
             self.cache.touch(host)
 
     def _warm_up(self) -> Dict[str, int]:
-        """Places the VMs alive at `start_us` with Best-Fit, in arrival order."""
+        """Places the VMs alive at `start_us` with Best-Fit, in arrival order; that Best-Fit
+        decides until the take-over."""
         trace, start = self.trace, self.start_us
+        baseline = self.deciding = BestFit()
+        baseline.bind(self.pool, self.schedule_timer, start)
         alive = np.flatnonzero((trace.arrival_us < start) & (trace.exit_us > start))
         alive = alive[np.argsort(trace.arrival_us[alive], kind="stable")]
         if not len(alive):
             return {"warmup_vms": 0, "warmup_failed": 0}
         uptime_s = (start - trace.arrival_us[alive]) / US_PER_S
         exits = to_exit_us(start, self.lifetimes.predict_remaining_s(alive, uptime_s)).tolist()
-        baseline = BestFit()
-        baseline.bind(self.pool, self.schedule_timer, start)
         failed = 0
         for vm, exit_us in zip(alive.tolist(), exits):
             demand = self.demands[vm]
@@ -221,35 +245,51 @@ class _Replay:
 
     def _exit(self, vm: int, now_us: int) -> None:
         host = self.pool.remove(vm, self.demands[vm])
-        self.policy.removed(vm, host, now_us)
+        self.deciding.removed(vm, host, now_us)
         if self.cache is not None:
             self.cache.touch(host)
-        if self.lars is not None:
-            self.lars.vm_exited(vm, host, now_us)
+        if self.defragmenting is not None:
+            self.defragmenting.vm_exited(vm, host, now_us)
 
     def run(self) -> PlacementResult:
-        warmup_counts = self._start()
-        replayed, arrivals, exits = self._replayed()
-        exit_times, exit_vms = self._exit_stream()
-        next_pos = self._replay_arrivals(replayed, arrivals, exits, exit_times, exit_vms)
-        self._drain(exit_times, exit_vms, next_pos)
-        return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
-                               self._summary(warmup_counts))
-
-    def _start(self) -> dict:
-        """Places the warm-up VMs, binds the policy, cache and LARS, schedules the first
-        periodic events; returns the warm-up counts."""
-        warmup_counts = self._warm_up()
-        self.policy.bind(self.pool, self.schedule_timer, self.start_us)
+        counts = self._warm_up()
         if self.cache is not None:
             self.cache.bind(self.pool)
+        replayed, arrivals, exits = self._replayed()
+        exit_times, exit_vms = self._exit_stream()
+        # The arrivals before the take-over (none with POLICY_FROM_START) go to Best-Fit.
+        cut = int(np.searchsorted(arrivals, self.takeover_us))
+        next_pos = self._replay_arrivals(replayed[:cut], arrivals[:cut], exits[:cut],
+                                         exit_times, exit_vms, 0)
+        next_pos = self._drain(exit_times, exit_vms, next_pos,
+                               min(self.takeover_us - 1, self.end_us))
+        self._take_over()
+        next_pos = self._replay_arrivals(replayed[cut:], arrivals[cut:], exits[cut:],
+                                         exit_times, exit_vms, next_pos)
+        self._drain(exit_times, exit_vms, next_pos, self.end_us)
+        counts["warm_start_vms"] = cut
+        return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
+                               self._summary(counts))
+
+    def _take_over(self) -> None:
+        """Binds the policy under test and LARS to the pool as it is at `takeover_us` (the
+        warm-up VMs, and Best-Fit's arrivals before then), as the policies' `bind` expects,
+        and schedules the first periodic events."""
+        now = self.takeover_us
+        if self.cache is not None and now > self.start_us:
+            # The estimates the policy starts from are current, as the warm-up VMs' are at
+            # start_us.
+            for host in self.cache.refresh(now):
+                self.deciding.update(host, now)
+        self.deciding = self.policy
+        self.policy.bind(self.pool, self.schedule_timer, now)
         if self.lars is not None:
+            self.defragmenting = self.lars
             self.lars.bind(self.pool, self.policy, self.demands, self.schedule_migration_done,
                            self.host_changed)
-            heapq.heappush(self.events, (self.start_us, DEFRAG_CHECK, 0))
+            heapq.heappush(self.events, (now, DEFRAG_CHECK, 0))
         if self.metrics_start_us <= self.end_us:
             heapq.heappush(self.events, (self.metrics_start_us, SAMPLE, 0))
-        return warmup_counts
 
     def _replayed(self):
         """(vms, arrival times, predicted exits at arrival) of the VMs arriving in the
@@ -262,17 +302,18 @@ class _Replay:
             replayed, np.zeros(len(replayed))))
         return replayed, arrivals, exits
 
-    def _replay_arrivals(self, replayed, arrivals, exits, exit_times, exit_vms) -> int:
-        """Every arrival in order, after the events before it; returns the position in the
-        exit stream reached. The hot loop: methods and attributes are bound to locals, and
-        the common exit (no LARS) is inlined."""
-        pool, policy, cache, lars = self.pool, self.policy, self.cache, self.lars
+    def _replay_arrivals(self, replayed, arrivals, exits, exit_times, exit_vms,
+                         next_pos: int) -> int:
+        """Every arrival in order, after the events before it, placed by the deciding
+        policy; returns the position in the exit stream reached (from `next_pos`). The hot
+        loop: methods and attributes are bound to locals, and the common exit (no LARS) is
+        inlined."""
+        pool, policy, cache, lars = self.pool, self.deciding, self.cache, self.defragmenting
         events, demands, metrics_start = self.events, self.demands, self.metrics_start_us
         heappush, heappop = heapq.heappush, heapq.heappop
         select, placed, place = policy.select, policy.placed, pool.place
         remove, removed, vm_host = pool.remove, policy.removed, pool.vm_host
-        next_pos = 0
-        next_exit_us = exit_times[0]
+        next_exit_us = exit_times[next_pos]
         # Decisions in replay order (select's -1 is FAILED), stored into host_of_vm at the
         # end: cheaper than numpy item writes.
         decisions = []
@@ -323,21 +364,22 @@ class _Replay:
         self.host_of_vm[replayed] = decisions
         return next_pos
 
-    def _drain(self, exit_times, exit_vms, next_pos: int) -> None:
-        """The events after the last arrival, up to the end of the replay."""
-        events, end_us, vm_host = self.events, self.end_us, self.pool.vm_host
+    def _drain(self, exit_times, exit_vms, next_pos: int, until_us: int) -> int:
+        """The events up to `until_us` after the last arrival replayed; returns the position
+        in the exit stream reached."""
+        events, vm_host = self.events, self.pool.vm_host
         while True:
             next_exit_us = exit_times[next_pos]
-            if next_exit_us <= end_us and stream_exit_first(next_exit_us, exit_vms[next_pos],
-                                                            events):
+            if next_exit_us <= until_us and stream_exit_first(next_exit_us, exit_vms[next_pos],
+                                                              events):
                 gone = exit_vms[next_pos]
                 next_pos += 1
                 if gone in vm_host:
                     self._exit(gone, next_exit_us)
-            elif events and events[0][0] <= end_us:
+            elif events and events[0][0] <= until_us:
                 self._dispatch(heapq.heappop(events))
             else:
-                break
+                return next_pos
 
     def _summary(self, warmup_counts: dict) -> dict:
         summary = self.metrics.summary()
@@ -359,7 +401,7 @@ class _Replay:
         if kind == EXIT:
             self._exit(key, now)
         elif kind == TIMER:
-            self.policy.on_timer(key, now)
+            self.deciding.on_timer(key, now)
         elif kind == MIGRATION_DONE:
             self.lars.migration_done(key, now)
         elif kind == SAMPLE:

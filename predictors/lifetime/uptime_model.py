@@ -11,11 +11,12 @@ growth): LightGBM grows leaf-wise (best-first) with 32 leaves. Like the library 
 used, training stops early when the loss on a held-out slice stops improving; that slice is
 the latest-starting `validation_fraction` of the training instances, never a random sample.
 
-Inference for the placement replay: `encode` once per instance, then
-`predict_remaining(features, uptime_s)` on the encoded rows. `RemainingLifetimeCache` adds
-an exact memo: for fixed features the model is a step function of uptime, constant between
-consecutive uptime thresholds of its splits, so one LightGBM call per (distinct feature row,
-uptime interval) answers every later reprediction in that interval with a table lookup.
+Inference: `encode` once per instance, then `predict_remaining(features, uptime_s)` on the
+encoded rows. For fixed features the model is a step function of uptime, constant between
+consecutive uptime thresholds of its splits (`uptime_thresholds`), so
+`predictors.lifetime.curves.LifetimeCurves` evaluates each VM's whole curve in one batched
+call and answers every reprediction exactly with a table lookup (the placement replay's
+"uptime_model" source; `RemainingLifetimeCache` is its former name).
 
 `use_uptime=False` is the no-reprediction ablation (001 Fig. 16): trained on the uptime-0
 examples only, it predicts a lifetime at arrival and the remaining lifetime is that minus
@@ -43,7 +44,8 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
     Fitted attributes: `encoder_`, `booster_` (see `BoostedLifetimeModel`), the label
     range of the training examples, `cap_s_` and `min_remaining_s_` (seconds), which clips
     every prediction, and their `augmentation_` (ABSOLUTE_AGES or LIFETIME_FRACTIONS; None
-    in files written before it was recorded).
+    in files written before it was recorded) and `uptime_ages_s_` (the ABSOLUTE_AGES grid,
+    s; empty otherwise or in older files).
     """
 
     KIND = "uptime_lifetime_model"
@@ -61,7 +63,7 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
           num_leaves, learning_rate, min_data_in_leaf: LightGBM tree shape and shrinkage.
           validation_fraction, early_stopping_rounds: see `train_booster`.
           uptime_max_bin: histogram bins of the uptime feature; bounds the number of uptime
-            intervals, hence the size of a `RemainingLifetimeCache` row.
+            intervals, hence the length of a `LifetimeCurves` curve.
           seed, num_threads: LightGBM's seed and training threads (0 = OpenMP default).
           predict_num_threads: LightGBM threads per prediction call; 1 because thread start-up
             outweighs the work of replay-sized batches (and Beam parallelizes elsewhere).
@@ -97,6 +99,7 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
                                 if self.use_uptime else None))
         self.cap_s_, self.min_remaining_s_ = examples.cap_s, examples.min_remaining_s
         self.augmentation_ = examples.augmentation
+        self.uptime_ages_s_ = tuple(examples.uptime_ages_s)
         return self
 
     def predict_log10_remaining(self, features, uptime_s) -> np.ndarray:
@@ -142,12 +145,14 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
 
     def _fitted_metadata(self) -> dict:
         return {**super()._fitted_metadata(), "cap_s": self.cap_s_,
-                "min_remaining_s": self.min_remaining_s_, "augmentation": self.augmentation_}
+                "min_remaining_s": self.min_remaining_s_, "augmentation": self.augmentation_,
+                "uptime_ages_s": list(self.uptime_ages_s_)}
 
     def _set_fitted(self, metadata, files) -> None:
         super()._set_fitted(metadata, files)
         self.cap_s_, self.min_remaining_s_ = metadata["cap_s"], metadata["min_remaining_s"]
         self.augmentation_ = metadata.get("augmentation")
+        self.uptime_ages_s_ = tuple(metadata.get("uptime_ages_s", ()))
 
 
 def interval_uptimes_s(thresholds: np.ndarray) -> np.ndarray:
@@ -164,94 +169,10 @@ def interval_uptimes_s(thresholds: np.ndarray) -> np.ndarray:
     return np.where(inside, uptime_s, np.nan)
 
 
-class RemainingLifetimeCache:
-    """Exact memo of `model.predict_remaining` for a fixed set of encoded instances.
-
-    For fixed features every tree's leaf depends on the uptime only through which side of
-    each uptime threshold it falls, so predictions are constant on each interval
-    (t_{k-1}, t_k] of consecutive thresholds (LightGBM sends x <= t left). The cache keeps
-    one value per cell (distinct feature row, interval), computed on first use, so a replay
-    that repredicts the same VMs many times per simulated hour mostly does one table lookup
-    per VM. The value is the remaining lifetime itself when the model uses the uptime (it
-    then depends on the cell only), else the log10 lifetime at arrival (one interval), from
-    which each call subtracts the uptime.
-
-    The cells a call misses are computed in one LightGBM call, together with the next
-    intervals of their rows (which their VMs reach as they age) up to `prefetch_rows` rows
-    in all: a LightGBM call has a fixed cost of about 2,000 tree evaluations (measured with
-    100 trees of 32 leaves: ~115 us per call, ~6 us per row), so by default a call predicts
-    up to 8,000 tree evaluations' worth of rows, and later misses are mostly lookups.
-
-    Memory: 8 bytes × distinct rows × (number of thresholds + 1), bounded by
-    `uptime_max_bin`, plus 8 bytes per instance. Its interface is the placement replay's
-    lifetime source (`predict_remaining_s(vm_index, uptime_s)`, `repredicts`).
-    """
-
-    def __init__(self, model: UptimeLifetimeModel, features: np.ndarray,
-                 prefetch_rows: Optional[int] = None):
-        """
-        Args:
-          model: a fitted model.
-          features: `model.encode(instances)`, (n_instances, n_instance_features).
-          prefetch_rows: rows per LightGBM call up to which later intervals are added;
-            default max(1, 8000 // number of trees).
-        """
-        features = model._features(features)
-        rows = np.ascontiguousarray(features).view(
-            np.dtype((np.void, features.dtype.itemsize * features.shape[1]))).reshape(-1)
-        _, first, group_of_row = np.unique(rows, return_index=True, return_inverse=True)
-        self._model = model
-        self.repredicts = model.use_uptime
-        self._group_features = features[first]
-        self._thresholds = model.uptime_thresholds()
-        self._interval_uptime_s = interval_uptimes_s(self._thresholds)
-        self._num_intervals = len(self._interval_uptime_s)
-        self._prefetch_rows = (max(1, 8000 // max(model.booster_.num_trees(), 1))
-                               if prefetch_rows is None else prefetch_rows)
-        # Flat table: cell = group * num_intervals + interval; NaN until computed.
-        self._first_cell_of_row = group_of_row.reshape(-1).astype(np.int64) * self._num_intervals
-        self._values = np.full(len(first) * self._num_intervals, np.nan)
-
-    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s) -> np.ndarray:
-        """Same as `model.predict_remaining(features[vm_index], uptime_s)`, float64 (n,).
-
-        Args:
-          vm_index: int (n,), rows of the `features` the cache was built on.
-          uptime_s: (n,) or a scalar, seconds.
-        """
-        vm_index = np.asarray(vm_index, dtype=np.int64)
-        uptime_s = np.asarray(uptime_s, dtype=np.float64)
-        if uptime_s.shape != vm_index.shape:
-            uptime_s = np.broadcast_to(uptime_s, vm_index.shape)
-        cell = self._first_cell_of_row[vm_index]
-        if len(self._thresholds):
-            cell += self._thresholds.searchsorted(log10_uptime(uptime_s), side="left")
-        values = self._values[cell]
-        missing = np.isnan(values)
-        if missing.any():
-            self._fill(cell[missing], uptime_s[missing])
-            values = self._values[cell]
-        if self.repredicts:
-            return values
-        return self._model.remaining_from_log10(values, uptime_s)
-
-    def _fill(self, cell: np.ndarray, uptime_s: np.ndarray) -> None:
-        """Computes the cells `cell` (n,), each asked at the uptime `uptime_s` (n,) in its
-        interval, and the next uncomputed intervals of their rows within the budget."""
-        cell, first = np.unique(cell, return_index=True)
-        uptime_s = uptime_s[first]
-        per_cell = self._prefetch_rows // len(cell)
-        if per_cell > 1:
-            step = np.arange(1, per_cell)
-            later = (cell[:, None] + step)[(cell % self._num_intervals)[:, None] + step
-                                          < self._num_intervals]
-            later_uptime_s = self._interval_uptime_s[later % self._num_intervals]
-            wanted = (np.isnan(self._values[later]) & ~np.isnan(later_uptime_s)
-                      & ~np.isin(later, cell))
-            later, first = np.unique(later[wanted], return_index=True)
-            cell = np.concatenate([cell, later])
-            uptime_s = np.concatenate([uptime_s, later_uptime_s[wanted][first]])
-        log10_values = self._model.predict_log10_remaining(
-            self._group_features[cell // self._num_intervals], uptime_s)
-        self._values[cell] = (self._model.remaining_from_log10(log10_values, uptime_s)
-                              if self.repredicts else log10_values)
+def __getattr__(name: str):
+    """`RemainingLifetimeCache`, the former name of `curves.LifetimeCurves` (same
+    constructor and interface), imported lazily: curves imports this module."""
+    if name == "RemainingLifetimeCache":
+        from predictors.lifetime.curves import LifetimeCurves
+        return LifetimeCurves
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
