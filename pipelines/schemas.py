@@ -349,7 +349,7 @@ OVERCOMMIT_TABLES = {
     "overcommit_counts": OVERCOMMIT_COUNTS,
 }
 
-# Placement stage (pipelines/stages/placement.py; policies/replay/metrics.py defines every
+# Placement stage (pipelines/stages/placement/; policies/replay/metrics.py defines every
 # metric). One replay per (pool, policy, lifetime_source, defrag): lifetime_source is "oracle",
 # "noisy_oracle_<accuracy>", "uptime_model" or "one_shot_model"; defrag is "none",
 # "lars_lifetime" or "lars_baseline". Percentages are 0-100; `time` is trace µs.

@@ -10,7 +10,7 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
-from pipelines.stages import placement
+from pipelines.stages.placement import replays
 from pipelines.stages.lifetime import load_model
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
@@ -162,7 +162,7 @@ def test_every_policy_has_a_row_per_model_source_and_accounts_for_every_vm(run):
 @pytest.mark.parametrize("policy", ["nilas", "lava"])
 def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
     trace, frame, spec = pool_arrays()
-    model = load_model(model_path(run, placement.UPTIME_MODEL_NAME))
+    model = load_model(model_path(run, replays.UPTIME_MODEL_NAME))
     features = model.encode(frame)
     source = Recording(LifetimeCurves(model, features))
     result = direct_replay(policy, source, trace, spec)
@@ -194,7 +194,7 @@ def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
 
 def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):
     trace, frame, spec = pool_arrays()
-    classifier = load_model(model_path(run, placement.LA_CLASSIFIER_NAME))
+    classifier = load_model(model_path(run, replays.LA_CLASSIFIER_NAME))
     long_lived = classifier.predict_long(frame)
     assert 0 < long_lived.sum() < len(long_lived)
     source = Recording(ClassifierLifetimes(long_lived, classifier.threshold_s))
@@ -222,7 +222,7 @@ def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):
 
 def test_la_with_the_uptime_model_predicts_at_arrival_only(run):
     trace, frame, spec = pool_arrays()
-    model = load_model(model_path(run, placement.UPTIME_MODEL_NAME))
+    model = load_model(model_path(run, replays.UPTIME_MODEL_NAME))
     source = Recording(LifetimeCurves(model, model.encode(frame)))
     result = direct_replay("la_binary", source, trace, spec)
     assert all(np.all(uptime_s == 0) for _, uptime_s, _ in source.calls)

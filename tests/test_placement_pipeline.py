@@ -11,7 +11,7 @@ import pytest
 from configs import fleetcast_pb2
 from pipelines import config as run_config
 from pipelines import schemas
-from pipelines.stages import placement
+from pipelines.stages.placement import pools, replays
 from policies.best_fit import BestFit
 from policies.lava import Lava
 from policies.nilas import Nilas
@@ -37,12 +37,12 @@ MACHINES = [
       "pool": "b"} for m in range(4)]
 # (instance_id, pool, start, end, cpu, memory, expected dead-letter reason)
 BAD_ROWS = [
-    ("bad-no-cpu", "a", 5 * S, 50 * S, None, 0.1, placement.REASON_NO_REQUEST),
-    ("bad-zero", "a", 5 * S, 50 * S, 0.0, 0.0, placement.REASON_ZERO_REQUEST),
-    ("bad-ends-first", "a", 50 * S, 5 * S, 0.1, 0.1, placement.REASON_ENDS_BEFORE_START),
+    ("bad-no-cpu", "a", 5 * S, 50 * S, None, 0.1, pools.REASON_NO_REQUEST),
+    ("bad-zero", "a", 5 * S, 50 * S, 0.0, 0.0, pools.REASON_ZERO_REQUEST),
+    ("bad-ends-first", "a", 50 * S, 5 * S, 0.1, 0.1, pools.REASON_ENDS_BEFORE_START),
     # Fits no host of pool "a" in memory (largest 1.0), though its CPU would fit.
-    ("bad-too-large", "a", 5 * S, 50 * S, 0.5, 1.5, placement.REASON_TOO_LARGE),
-    ("bad-no-machines", "c", 5 * S, 50 * S, 0.1, 0.1, placement.REASON_NO_HOSTS),
+    ("bad-too-large", "a", 5 * S, 50 * S, 0.5, 1.5, pools.REASON_TOO_LARGE),
+    ("bad-no-machines", "c", 5 * S, 50 * S, 0.1, 0.1, pools.REASON_NO_HOSTS),
 ]
 
 
@@ -100,7 +100,7 @@ def direct_replays(pool):
     config = run_config.parse_config(f"placement {{ {PLACEMENT_TEXT} }}").placement
     sources = {"oracle": OracleLifetimes(trace.lifetime_s()),
                "noisy_oracle_0.7": NoisyOracleLifetimes(
-                   trace.lifetime_s(), 0.7, seed=placement.pool_seed(3, pool))}
+                   trace.lifetime_s(), 0.7, seed=pools.pool_seed(3, pool))}
     results = {}
     for label, source in sources.items():
         for policy in (BestFit(), Nilas(), Lava()):
@@ -178,15 +178,15 @@ def test_hosts_from_a_shape_and_a_count_or_the_peak_demand():
                            np.array([[4.0, 1.0]] * 4))
     config = fleetcast_pb2.PlacementConfig(target_utilization=0.5)
     config.host_shape.cpu, config.host_shape.memory = 8, 64
-    spec = placement.pool_spec(config, None, trace)
+    spec = pools.pool_spec(config, None, trace)
     assert spec.num_hosts == 3 and spec.capacity.tolist() == [[8.0, 64.0]] * 3
     config.host_count = 7
-    assert placement.pool_spec(config, None, trace).num_hosts == 7
+    assert pools.pool_spec(config, None, trace).num_hosts == 7
 
 
 def test_machines_give_their_latest_capacities():
     table = pa.Table.from_pylist(MACHINES[:5], schema=schemas.MACHINES)
-    assert placement.hosts_of_machines(table).tolist() == [[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]]
+    assert pools.hosts_of_machines(table).tolist() == [[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]]
 
 
 def test_best_fit_baseline_is_added_only_when_not_configured():
@@ -194,7 +194,7 @@ def test_best_fit_baseline_is_added_only_when_not_configured():
         "placement { policy: NILAS policy: LAVA lifetime_source { oracle: true } "
         "lars { policy: NILAS order: LIFETIME order: BASELINE "
         "empty_hosts_threshold_pct: 5 } }").placement
-    specs = placement.replay_specs(config)
+    specs = replays.replay_specs(config)
     got = sorted((s.policy, s.defrag, s.reported, s.baseline_seeds) for s in specs)
     # The LARS baseline order is no replay of its own: the lifetime order's replay gives its
     # paired rows (one seed by default).
@@ -207,7 +207,7 @@ def test_lars_baseline_alone_still_replays_the_lifetime_order_unreported():
     config = run_config.parse_config(
         "placement { policy: BEST_FIT lifetime_source { oracle: true } "
         "lars { order: BASELINE baseline_seeds: 4 empty_hosts_threshold_pct: 5 } }").placement
-    got = [(s.defrag, s.reported, s.baseline_seeds) for s in placement.replay_specs(config)]
+    got = [(s.defrag, s.reported, s.baseline_seeds) for s in replays.replay_specs(config)]
     assert got == [("none", True, 0), ("lars_lifetime", False, 4)]
     problems = run_config.validate(run_config.parse_config(
         "synthetic {} placement { policy: NILAS lifetime_source { oracle: true } "
@@ -225,14 +225,14 @@ def test_lars_rows_pair_the_baseline_order_with_the_lifetime_order():
     trace = PlacementTrace.from_arrays(
         start, end, [[r["cpu_request"], r["memory_request"]] for r in rows],
         end_us=int(max(start.max(), np.nanmax(end))))
-    pool_input = placement.PoolInput("a", trace, PoolSpec(np.array([[1.0, 1.0]] * 6)), 0,
+    pool_input = pools.PoolInput("a", trace, PoolSpec(np.array([[1.0, 1.0]] * 6)), 0,
                                      int(start.max()))
     config = run_config.parse_config(
         f"placement {{ {PLACEMENT_TEXT} lars {{ policy: NILAS order: LIFETIME order: BASELINE "
         "empty_hosts_threshold_pct: 60 max_inflight: 1 baseline_seeds: 3 } }").placement
-    (spec,) = [s for s in placement.replay_specs(config)
+    (spec,) = [s for s in replays.replay_specs(config)
                if s.defrag == "lars_lifetime" and s.lifetimes.kind == "oracle"]
-    out = list(placement.replay((("a", 0), [(pool_input, spec)]), config))
+    out = list(replays.replay((("a", 0), [(pool_input, spec)]), config))
     assert [tag for tag, _ in out] == ["placement_timeseries"] + ["placement_summary"] * 4
     (series,) = [value for tag, value in out if tag == "placement_timeseries"]
     assert set(series.column("defrag").to_pylist()) == {"lars_lifetime"}
@@ -253,7 +253,7 @@ def test_lars_rows_pair_the_baseline_order_with_the_lifetime_order():
         b["lars_scheduled_migrations"] for b in baselines)
     # The rows fit the summary schema, differences vs Best-Fit included.
     best_fit = dict(lifetime, policy="best_fit", defrag="none", lars_seed=None)
-    table = placement.with_baseline_differences(
+    table = replays.with_baseline_differences(
         ("a", [(row, True) for row in summaries] + [(best_fit, False)]))
     assert table.schema == schemas.PLACEMENT_SUMMARY and table.num_rows == 4
     assert table.column("lars_seed").to_pylist() == [0, 1, 2, None]   # baseline first
@@ -270,12 +270,12 @@ def test_best_fit_until_metrics_warm_start_reaches_simulate_and_the_summary():
     trace, results = direct_replays("a")
     config = run_config.parse_config(
         f"placement {{ {PLACEMENT_TEXT} warm_start: BEST_FIT_UNTIL_METRICS }}").placement
-    specs = placement.replay_specs(config)
+    specs = replays.replay_specs(config)
     assert {s.warm_start for s in specs} == {"best_fit_until_metrics"}
     (spec,) = [s for s in specs if s.policy == "nilas" and s.lifetimes.kind == "oracle"]
-    pool_input = placement.PoolInput("a", trace, PoolSpec(np.array(
+    pool_input = pools.PoolInput("a", trace, PoolSpec(np.array(
         [[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]])), 0, int(trace.arrival_us.max()))
-    out = dict(placement.replay((("a", 0), [(pool_input, spec)]), config))
+    out = dict(replays.replay((("a", 0), [(pool_input, spec)]), config))
     row = out["placement_summary"][1]
     expected = simulate(trace, pool_input.spec, Nilas(), OracleLifetimes(trace.lifetime_s()),
                         start_us=0, end_us=pool_input.end_us, warmup_s=WARMUP_S,

@@ -1,0 +1,146 @@
+"""A pool ready to replay: its VMs as a `PlacementTrace`, its hosts as a `PoolSpec`, and the
+instances it cannot replay as dead letters (see the package docstring)."""
+
+import dataclasses
+import zlib
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines import schemas
+from pipelines.io import sharding
+from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from policies.replay.pool import PoolSpec
+from policies.replay.simulator import (
+    PlacementTrace,
+)
+
+SOURCE = "placement"
+POOLS = "pools"
+# Dead-letter reasons.
+REASON_NO_REQUEST = "no cpu_request or memory_request"
+REASON_ZERO_REQUEST = "zero cpu_request and memory_request"
+REASON_ENDS_BEFORE_START = "end_time before start_time"
+REASON_TOO_LARGE = "request larger than every host of the pool"
+REASON_NO_HOSTS = "pool has no machine with capacities"
+
+
+@dataclasses.dataclass
+class PoolInput:
+    """A pool ready to replay: its trace, hosts, window and, for model lifetime sources
+    only (every replay gets a copy), the instance rows in trace order for their features."""
+    pool: str
+    trace: PlacementTrace
+    spec: PoolSpec
+    start_us: int
+    end_us: int
+    instances: Optional[pa.Table] = None
+
+
+def pool_seed(seed: int, pool: str) -> int:
+    """A seed for `pool`'s random draws, stable across runs and processes."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(pool.encode())]).generate_state(1)[0])
+
+
+def split_by_pool(table: pa.Table):
+    """(pool, rows) for every pool of a table with a `pool` column (null pool: "")."""
+    return sharding.split_by_key(table, pc.fill_null(table.column("pool"), ""))
+
+
+def hosts_of_machines(machines: pa.Table) -> Optional[np.ndarray]:
+    """Capacity float64[H, 2] (cpu, memory) of a pool's machines: each machine's latest event
+    with both capacities; None without any. Machines that come and go during the trace count
+    as present throughout (the replay's pool is fixed)."""
+    machines = machines.filter(pc.and_(pc.is_valid(machines.column("cpu_capacity")),
+                                       pc.is_valid(machines.column("memory_capacity"))))
+    if not machines.num_rows:
+        return None
+    latest = machines.sort_by([("machine_id", "ascending"), ("time", "descending")])
+    ids = latest.column("machine_id").to_numpy()
+    first = np.concatenate([[True], ids[1:] != ids[:-1]])
+    capacity = np.column_stack([latest.column("cpu_capacity").to_numpy()[first],
+                                latest.column("memory_capacity").to_numpy()[first]])
+    capacity = capacity[np.all(capacity > 0, axis=1)]
+    return capacity if len(capacity) else None
+
+
+def request_reasons(instances: pa.Table) -> np.ndarray:
+    """Dead-letter reason per row ("" for a replayable row), object[n]: requests and times."""
+    cpu = instances.column("cpu_request").to_numpy(zero_copy_only=False).astype(np.float64)
+    memory = instances.column("memory_request").to_numpy(zero_copy_only=False).astype(
+        np.float64)
+    start = instances.column("start_time").to_numpy().astype(np.float64)
+    end = instances.column("end_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    reasons = np.full(instances.num_rows, "", dtype=object)
+    reasons[end < start] = REASON_ENDS_BEFORE_START
+    reasons[(cpu == 0) & (memory == 0)] = REASON_ZERO_REQUEST
+    missing = ~(np.isfinite(cpu) & np.isfinite(memory)) | (cpu < 0) | (memory < 0)
+    reasons[missing] = REASON_NO_REQUEST
+    return reasons
+
+
+def fits_some_host(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """bool[V]: demand float[V, D] fits at least one host of capacity float[H, D] when empty."""
+    shapes = np.unique(capacity, axis=0)
+    return np.any(np.all(demand[:, None, :] <= shapes[None, :, :], axis=2), axis=1)
+
+
+def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> PoolSpec:
+    """The pool's hosts: configured shape and count (or count from peak demand), else the
+    machines' capacities."""
+    if config.HasField("host_shape"):
+        shape = (config.host_shape.cpu, config.host_shape.memory)
+        if config.HasField("host_count"):
+            return PoolSpec.from_shape(shape, config.host_count)
+        return PoolSpec.from_peak_demand(shape, trace.arrival_us, trace.exit_us, trace.demand,
+                                         config.target_utilization)
+    return PoolSpec(capacity)
+
+
+def prepare_pool(element, config, keep_instances: bool):
+    """(pool, {instances, machines}) → (tag, value) pairs: one (POOLS, PoolInput) and the
+    pool's dead letters; `keep_instances` keeps the rows for model features."""
+    pool, grouped = element
+    instances = sharding.concat(grouped["instances"], schemas.INSTANCES)
+    if not instances.num_rows:
+        return
+    instances = instances.sort_by([("start_time", "ascending"), ("instance_id", "ascending")])
+    capacity = None
+    if not config.HasField("host_shape"):
+        capacity = hosts_of_machines(sharding.concat(grouped["machines"], schemas.MACHINES))
+        if capacity is None:
+            yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances,
+                                                     REASON_NO_HOSTS)
+            return
+    reasons = request_reasons(instances)
+    host_shapes = (capacity if capacity is not None
+                   else np.array([[config.host_shape.cpu, config.host_shape.memory]]))
+    demand = np.column_stack([
+        instances.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+        for c in ("cpu_request", "memory_request")])
+    too_large = (reasons == "") & ~fits_some_host(np.nan_to_num(demand), host_shapes)
+    reasons[too_large] = REASON_TOO_LARGE
+    rejected = reasons != ""
+    if rejected.any():
+        yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances",
+                                                 instances.filter(pa.array(rejected)),
+                                            reasons[rejected])
+    kept = instances.filter(pa.array(~rejected))
+    if not kept.num_rows:
+        return
+    start = kept.column("start_time").to_numpy()
+    end = kept.column("end_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    # Censored VMs run until the latest time the pool's rows show (they never exit within
+    # the replay, which ends at the last arrival unless configured).
+    latest_us = int(max(start.max(), np.nanmax(end) if np.isfinite(end).any() else start.max()))
+    trace = PlacementTrace.from_arrays(
+        start, end, np.column_stack([kept.column("cpu_request").to_numpy(),
+                                     kept.column("memory_request").to_numpy()]),
+        end_us=latest_us)
+    start_us = config.start_time_us if config.HasField("start_time_us") else max(
+        0, int(start.min()))
+    end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
+    yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
+                           kept if keep_instances else None)

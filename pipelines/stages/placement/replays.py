@@ -1,0 +1,295 @@
+"""One replay of a pool per (policy, lifetime source, defragmentation): the specs, the
+policy, lifetime source and LARS of a replay, its summary row and the paired LARS baseline
+rows, and the differences vs Best-Fit."""
+
+import dataclasses
+import math
+from typing import List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from configs import fleetcast_pb2
+from pipelines import schemas
+from pipelines.stages.placement.pools import PoolInput, pool_seed
+from policies.lars import Lars, replay_drains
+from policies.registry import PLACEMENT_POLICIES, build_policy_plugin
+from policies.replay.lifetime_source import (
+    ClassifierLifetimes,
+    NoisyOracleLifetimes,
+    OracleLifetimes,
+)
+from policies.replay.metrics import InflationMix, difference_vs_baseline
+from policies.replay.simulator import (
+    FAILED,
+    NOT_REPLAYED,
+    POLICY_FROM_START,
+    simulate,
+)
+
+TIMESERIES = "placement_timeseries"
+SUMMARY = "placement_summary"
+Policy = fleetcast_pb2.PlacementConfig.Policy
+LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
+WarmStart = fleetcast_pb2.PlacementConfig.WarmStart
+BEST_FIT = "best_fit"  # the baseline every replay is compared with
+NO_DEFRAG = "none"
+LARS_LIFETIME, LARS_BASELINE = "lars_lifetime", "lars_baseline"
+# Model names in the lifetime stage's `lifetime_models` table (pipelines/stages/lifetime.py).
+UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
+
+
+@dataclasses.dataclass(frozen=True)
+class LifetimeSpec:
+    """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model or
+    one_shot_model; `accuracy` only for the noisy oracle."""
+    kind: str
+    accuracy: Optional[float] = None
+
+    @property
+    def label(self) -> str:
+        return f"noisy_oracle_{self.accuracy:g}" if self.kind == "noisy_oracle" else self.kind
+
+    @property
+    def uses_model(self) -> bool:
+        """True for the trained models' sources, which need the instance rows."""
+        return self.kind in ("uptime_model", "one_shot_model")
+
+    @classmethod
+    def of(cls, message) -> "LifetimeSpec":
+        which = message.WhichOneof("source")
+        if which == "noisy_oracle_accuracy":
+            return cls("noisy_oracle", message.noisy_oracle_accuracy)
+        return cls(which)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySpec:
+    """One replay of a pool: `policy` is a registered policy's name or a plug-in's configured
+    name. `reported` is False for the Best-Fit baseline replay that the stage adds when the
+    config does not ask for it (used for differences only), and for the LARS lifetime-order
+    replay when the config asks for the baseline order alone (it records the drains).
+    `baseline_seeds`: a LARS lifetime-order replay also gives this many paired baseline-order
+    rows, one per seed, on its drains. `warm_start`: the simulator's name of the config's
+    warm start (the same for every replay, the Best-Fit baseline included)."""
+    policy: str
+    lifetimes: LifetimeSpec
+    defrag: str
+    reported: bool = True
+    baseline_seeds: int = 0
+    warm_start: str = POLICY_FROM_START
+
+
+def policy_name(policy: int) -> str:
+    """The registry name of a PlacementConfig.Policy value (BEST_FIT → "best_fit")."""
+    return Policy.Name(policy).lower()
+
+
+def policy_names(config) -> List[str]:
+    """Every configured policy by name: the built-ins in config order, then the plug-ins."""
+    return [policy_name(p) for p in config.policy] + [p.name for p in config.policy_plugin]
+
+
+def warm_start_name(config) -> str:
+    """The simulator's name of the config's warm start (POLICY_FROM_START →
+    "policy_from_start")."""
+    return WarmStart.Name(config.warm_start).lower()
+
+
+def replay_specs(config) -> List[ReplaySpec]:
+    """Every configured replay, plus a Best-Fit baseline per lifetime source if needed."""
+    lifetimes = [LifetimeSpec.of(m) for m in config.lifetime_source]
+    warm_start = warm_start_name(config)
+    lars = config.lars
+    names = policy_names(config)
+    defragmented = (set(map(policy_name, lars.policy)) or set(names)
+                    if config.HasField("lars") else set())
+    # (defrag, reported, baseline seeds): the lifetime order's replay gives the baseline rows.
+    orders = set(lars.order)
+    defrags_of_lars = [(LARS_LIFETIME, LarsOrder.LIFETIME in orders,
+                        lars.baseline_seeds if LarsOrder.BASELINE in orders else 0)
+                       ] if orders else []
+    specs = []
+    for name in names:
+        defrags = [(NO_DEFRAG, True, 0)] + (defrags_of_lars if name in defragmented else [])
+        specs += [ReplaySpec(name, source, *defrag, warm_start=warm_start)
+                  for source in lifetimes for defrag in defrags]
+    if BEST_FIT not in names:
+        specs += [ReplaySpec(BEST_FIT, source, NO_DEFRAG, reported=False,
+                             warm_start=warm_start) for source in lifetimes]
+    return specs
+
+
+def make_policy(name: str, config):
+    """The placement policy object named `name`: a registered policy or a plug-in."""
+    for plugin in config.policy_plugin:
+        if plugin.name == name:
+            return build_policy_plugin(plugin)
+    return PLACEMENT_POLICIES[name].build(config)
+
+
+def fan_out(pool_input: PoolInput, specs: Sequence[ReplaySpec]):
+    """One ((pool, replay index), (PoolInput, ReplaySpec)) element per replay. Only model
+    replays carry the instance rows: every element becomes its own copy downstream."""
+    without_rows = dataclasses.replace(pool_input, instances=None)
+    for i, spec in enumerate(specs):
+        yield (pool_input.pool, i), (pool_input if spec.lifetimes.uses_model else without_rows,
+                                     spec)
+
+
+def model_path(model_tables: Sequence[pa.Table], name: str) -> str:
+    """Directory of the lifetime stage's model `name` (from its `lifetime_models` rows)."""
+    for table in model_tables:
+        for row in table.to_pylist():
+            if row["name"] == name:
+                return row["path"]
+    raise ValueError(f"placement: the lifetime stage saved no {name!r} model")
+
+
+def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
+                    model_tables: Sequence[pa.Table]):
+    """The replay's lifetime source for `spec` on `pool_input`'s VMs."""
+    lifetime_s = pool_input.trace.lifetime_s()
+    if spec.kind == "oracle":
+        return OracleLifetimes(lifetime_s)
+    if spec.kind == "noisy_oracle":
+        return NoisyOracleLifetimes(lifetime_s, spec.accuracy,
+                                    seed=pool_seed(config.seed, pool_input.pool))
+    # The model classes need LightGBM: imported only when a model source is configured.
+    from pipelines.stages.lifetime import load_model
+    from predictors.lifetime.curves import curves_for_saved_model
+    frame = pool_input.instances.to_pandas()
+    if spec.kind == "uptime_model":
+        # Exact lifetime curves: every VM's curve in one batched call, repredictions are
+        # lookups; a model whose booster, age grid or features do not match says so.
+        path = model_path(model_tables, UPTIME_MODEL_NAME)
+        return curves_for_saved_model(load_model(path), frame, path)
+    classifier = load_model(model_path(model_tables, LA_CLASSIFIER_NAME))
+    return ClassifierLifetimes(classifier.predict_long(frame), classifier.threshold_s)
+
+
+def make_lars(defrag: str, config, pool: str) -> Optional[Lars]:
+    """The replay's defragmenter: none, or LARS in the lifetime order (closed loop)."""
+    if defrag == NO_DEFRAG:
+        return None
+    lars = config.lars
+    return Lars(lars.empty_hosts_threshold_pct, lifetime_order=True,
+                max_inflight=lars.max_inflight, migration_duration_s=lars.migration_duration_s,
+                max_draining_hosts=lars.max_draining_hosts, check_period_s=lars.check_period_s,
+                seed=pool_seed(config.seed, pool))
+
+
+def baseline_seed(config, pool: str, lars_seed: int) -> int:
+    """The random generator's seed of the baseline order with seed index `lars_seed`."""
+    return pool_seed(config.seed, pool) + lars_seed
+
+
+def paired_baseline_rows(row: dict, lars: Lars, pool_input: PoolInput, series, config,
+                         num_seeds: int) -> List[dict]:
+    """The `lars_baseline` summary rows, seeds 0 .. num_seeds - 1: the lifetime replay's
+    `row` with the LARS counts of the baseline order on the same drains (`replay_drains`) and
+    `migrations` over the same metric window; the pool columns stay the lifetime replay's."""
+    times = series["time_us"]
+    window = (int(times[0]), int(times[-1])) if len(times) else (1, 0)
+    rows = []
+    for k in range(num_seeds):
+        counts = replay_drains(
+            lars.drains, pool_input.trace.exit_us, pool_input.end_us, lifetime_order=False,
+            max_inflight=config.lars.max_inflight,
+            migration_duration_s=config.lars.migration_duration_s,
+            seed=baseline_seed(config, pool_input.pool, k), failed=lars.failed,
+            window_us=window)
+        rows.append(dict(row, defrag=LARS_BASELINE, lars_seed=k,
+                         migrations=counts.window_migrations,
+                         lars_migrations=counts.migrations,
+                         lars_scheduled_migrations=counts.scheduled_migrations,
+                         lars_saved_migrations=counts.saved_migrations,
+                         lars_failed_migrations=counts.failed_migrations,
+                         lars_drained_hosts=counts.drained_hosts))
+    return rows
+
+
+def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int) -> dict:
+    return {"pool": [pool_input.pool] * n, "policy": [spec.policy] * n,
+            "lifetime_source": [spec.lifetimes.label] * n,
+            "noisy_oracle_accuracy": [spec.lifetimes.accuracy] * n, "defrag": [spec.defrag] * n}
+
+
+def replay(element, config, model_tables=()):
+    """((pool, i), [(PoolInput, ReplaySpec)]) → (TIMESERIES, table) if reported and
+    (SUMMARY, (pool, summary row, reported)), plus a LARS lifetime replay's paired
+    baseline-order rows (SUMMARY only)."""
+    _, (payload,) = element
+    pool_input, spec = payload
+    defragmenter = make_lars(spec.defrag, config, pool_input.pool)
+    trace = pool_input.trace
+    policy = make_policy(spec.policy, config)
+    mix = (InflationMix.from_demand(trace.demand, config.inflation_max_shapes,
+                                    config.inflation_copies_per_round)
+           if config.stranding_every > 0 else None)
+    weights = ((config.best_fit_weights.cpu, config.best_fit_weights.memory)
+               if config.HasField("best_fit_weights") else None)
+    result = simulate(
+        trace, pool_input.spec, policy,
+        lifetime_source(spec.lifetimes, pool_input, config, model_tables),
+        start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
+        sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
+        inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
+        lars=defragmenter, weights=weights, warm_start=spec.warm_start)
+    series = result.timeseries
+    if spec.reported:
+        columns = _key_columns(pool_input, spec, len(series["time_us"]))
+        columns["time"] = series["time_us"]
+        for field in schemas.PLACEMENT_TIMESERIES.names[len(columns):]:
+            columns[field] = series[field]
+        yield TIMESERIES, pa.table(columns, schema=schemas.PLACEMENT_TIMESERIES)
+    row = summary_row(pool_input, result, spec)
+    baseline_rows = paired_baseline_rows(row, defragmenter, pool_input, series, config,
+                                         spec.baseline_seeds)
+    yield SUMMARY, (pool_input.pool, row, spec.reported)
+    for baseline_row in baseline_rows:
+        yield SUMMARY, (pool_input.pool, baseline_row, True)
+
+
+def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
+    """The PLACEMENT_SUMMARY row of one replay, without the differences vs Best-Fit."""
+    summary, host_of_vm = result.summary, result.host_of_vm
+    row = {name: values[0] for name, values in
+           _key_columns(pool_input, spec, 1).items()}
+    row.update(
+        num_hosts=pool_input.spec.num_hosts, vms=len(host_of_vm),
+        placed_vms=int(np.sum(host_of_vm >= 0)), failed_vms=int(np.sum(host_of_vm == FAILED)),
+        not_replayed_vms=int(np.sum(host_of_vm == NOT_REPLAYED)), warm_start=spec.warm_start)
+    for name in ("warmup_vms", "warmup_failed", "warm_start_vms", "placements",
+                 "failed_placements", "migrations", "num_samples", *schemas.PLACEMENT_PCT_METRICS,
+                 "lars_migrations", "lars_scheduled_migrations", "lars_saved_migrations",
+                 "lars_failed_migrations", "lars_drained_hosts", "predictions",
+                 "prediction_batches"):
+        row[name] = summary.get(name)
+    row["lars_seed"] = None
+    row["gap_to_upper_bound_pp"] = (summary["upper_bound_empty_hosts_pct"]
+                                    - summary["empty_hosts_pct"])
+    return row
+
+
+def with_baseline_differences(element) -> pa.Table:
+    """(pool, [(summary row, reported)]) → the pool's PLACEMENT_SUMMARY table: every
+    reported row with its differences vs the Best-Fit replay of the same lifetime source
+    without defragmentation."""
+    _, rows = element
+    rows = sorted(rows, key=lambda r: (r[0]["policy"], r[0]["lifetime_source"],
+                                       r[0]["defrag"], not r[1],
+                                       -1 if r[0]["lars_seed"] is None else r[0]["lars_seed"]))
+    baselines = {row["lifetime_source"]: row for row, _ in rows
+                 if row["policy"] == BEST_FIT and row["defrag"] == NO_DEFRAG}
+    out = []
+    for row, reported in rows:
+        if not reported:
+            continue
+        baseline = baselines[row["lifetime_source"]]
+        differences = difference_vs_baseline(row, baseline)
+        for name in schemas.PLACEMENT_BASELINE_METRICS:
+            value = differences[f"{name}_vs_baseline_pp"]
+            row[f"{name}_vs_best_fit_pp"] = None if math.isnan(value) else value
+        out.append(row)
+    return pa.Table.from_pylist(out, schema=schemas.PLACEMENT_SUMMARY)
