@@ -483,11 +483,6 @@ def validate_config(check, config, field: str = "lifetime_model"):
                        "from the instances (load the instances table instead)")
 
 
-def _shard_by_instance(table: pa.Table, num_shards: int):
-    return sharding.split_table(
-        table, sharding.shard_of_strings(table.column("instance_id"), num_shards))
-
-
 class LifetimeStage(beam.PTransform):
     """{"instances": PCollection[pa.Table], ...} → {lifetime tables, "dead_letters"}.
 
@@ -513,7 +508,8 @@ class LifetimeStage(beam.PTransform):
                 | "TraceSpan" >> beam.CombineGlobally(merge_spans).without_defaults())
         per_shard = (
             {"instances": instances
-                 | "ShardByInstance" >> beam.FlatMap(_shard_by_instance, num_shards),
+                 | "ShardByInstance" >> beam.FlatMap(sharding.split_by_key, "instance_id",
+                                                      num_shards),
              "span": span
                  | "SpanToShards" >> beam.FlatMap(
                      lambda s: ((shard, s) for shard in range(num_shards)))}
