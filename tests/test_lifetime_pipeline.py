@@ -15,7 +15,8 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
-from pipelines.stages.lifetime import load_model, read_model_files, train_and_evaluate
+from pipelines.stages.lifetime.models import load_model, read_model_files
+from pipelines.stages.lifetime.training import train_and_evaluate
 from predictors.lifetime.boosting import time_validation_mask
 from predictors.lifetime.evaluation import (
     DEFAULT_RECALLS,

@@ -1,0 +1,197 @@
+"""The lifetime stage's single-machine step: split, train, save and evaluate every model on
+the test period (the `lifetime_*` tables)."""
+
+from typing import Dict, Mapping, Tuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from pipelines import schemas
+from pipelines.io import sharding
+from pipelines.stages.lifetime.examples import (
+    examples_of,
+    partition_instances,
+    regression_instances,
+    regression_mask,
+    split_instances,
+    trace_span,
+    uptime_ages_s,
+)
+from pipelines.stages.lifetime.models import fit_models, save_model
+from predictors.lifetime.boosting import time_validation_mask
+from predictors.lifetime.evaluation import (
+    DEFAULT_RECALLS,
+    concordance_table,
+    decision_thresholds_at_recall,
+    error_histogram,
+    f1_by_uptime,
+    la_classifier_metrics,
+    long_lived_by_age,
+    long_lived_metrics,
+    predict_at_uptime_quantiles,
+)
+from predictors.lifetime.examples import (
+    TimeSplit,
+)
+from predictors.lifetime.registry import (
+    LIFETIME_MODELS,
+    LONG_LIVED,
+    REMAINING_LIFETIME,
+)
+
+TRAINING_TABLES = ("lifetime_split", "lifetime_models", "lifetime_long_lived",
+                   "lifetime_la_classifier", "lifetime_f1_by_age", "lifetime_f1_by_uptime",
+                   "lifetime_error_histogram", "lifetime_concordance")
+
+
+def split_counts(split: TimeSplit, before_trace: pd.DataFrame, config) -> pd.DataFrame:
+    """The LIFETIME_SPLIT rows: "train" (the regressors' training instances), "train_recent"
+    (the other training-period instances: no examples), "test", "started_before_trace"."""
+    labeled = regression_mask(split, config)
+    rows = []
+    for name, instances, observation_end_us, examples in (
+            ("train", split.train[labeled], split.split_time_us, True),
+            ("train_recent", split.train[~labeled], split.split_time_us, False),
+            ("test", split.test, split.observation_end_us, True),
+            ("started_before_trace", before_trace, None, False)):
+        finished = int(instances["end_time"].notna().sum())
+        rows.append({
+            "split": name, "instances": len(instances), "finished": finished,
+            "censored": len(instances) - finished,
+            "examples": len(examples_of(instances, observation_end_us, config)) if examples
+            else 0,
+            "split_time_us": split.split_time_us, "observation_end_us": observation_end_us})
+    return pd.DataFrame(rows)
+
+
+def validation_instances(split: TimeSplit, config) -> pd.DataFrame:
+    """The slice of the training period that sets the regressors' long-lived decisions: the
+    latest-starting `validation_fraction` of their training instances (all of them when that
+    slice is empty), observed until the split time. Early stopping holds out about the same
+    VMs (the examples of the latest-starting validation_fraction of the examples); with early
+    stopping off the decisions are set on VMs the model trained on."""
+    labeled = regression_instances(split, config)
+    held_out = time_validation_mask(labeled["start_time"].to_numpy(np.float64),
+                                    config.validation_fraction)
+    return labeled[held_out] if held_out.any() else labeled
+
+
+def long_lived_decisions(model, validation: pd.DataFrame, split: TimeSplit, config,
+                         ages_s) -> Tuple[np.ndarray, float]:
+    """(decision at each age as a predicted lifetime in s, target recall): the explicit
+    `long_lived_decision_s` (target NaN), else chosen on the validation slice."""
+    if config.HasField("long_lived_decision_s"):
+        return np.full(len(ages_s), float(config.long_lived_decision_s)), float("nan")
+    target = config.long_lived_target_recall
+    return decision_thresholds_at_recall(
+        model, validation, ages_s, target_recall=target,
+        observation_end_us=split.split_time_us,
+        threshold_s=float(config.long_lived_threshold_s)), float(target)
+
+
+def evaluate_remaining_lifetime(model, split: TimeSplit, config, validation: pd.DataFrame
+                                ) -> Dict[str, pd.DataFrame]:
+    """The tables of a remaining-lifetime model on the test part: long-lived classification
+    at arrival and by absolute age (decisions from the validation slice), F1 by uptime
+    quantile and the |log10 error| histogram (uptime quantiles of the true lifetime)."""
+    test, observation_end_us = split.test, split.observation_end_us
+    threshold_s = float(config.long_lived_threshold_s)
+    ages_s = uptime_ages_s(config)
+    decisions_s, target_recall = long_lived_decisions(model, validation, split, config, ages_s)
+    # The quantile view has no decision of its own: the explicit one, else the threshold.
+    quantile_decision_s = (float(config.long_lived_decision_s)
+                           if config.HasField("long_lived_decision_s") else threshold_s)
+    predictions = predict_at_uptime_quantiles(
+        model, test, n_quantiles=config.num_uptime_quantiles,
+        observation_end_us=observation_end_us)
+    scheme = {"augmentation": getattr(model, "augmentation_", None)}
+    return {
+        "lifetime_long_lived": long_lived_metrics(
+            model, test, observation_end_us=observation_end_us, threshold_s=threshold_s,
+            decision_threshold_s=decisions_s[0], recalls=DEFAULT_RECALLS).assign(
+                target_recall=target_recall, **scheme),
+        "lifetime_f1_by_age": long_lived_by_age(
+            model, test, ages_s, decisions_s, observation_end_us=observation_end_us,
+            threshold_s=threshold_s, recalls=(0.70,)).assign(
+                target_recall=target_recall, **scheme),
+        "lifetime_f1_by_uptime": f1_by_uptime(
+            *predictions, threshold_s=threshold_s,
+            decision_threshold_s=quantile_decision_s).assign(**scheme),
+        "lifetime_error_histogram": error_histogram(
+            *predictions, cap_s=float(config.lifetime_cap_s),
+            min_remaining_s=config.min_remaining_s).assign(**scheme),
+    }
+
+
+def evaluate_long_lived(model, split: TimeSplit, config, validation: pd.DataFrame
+                        ) -> Dict[str, pd.DataFrame]:
+    """The table of a long-lived classifier on the test part (003 Tables 1, 3); its
+    decision probability was set at fit time (`LaClassifier.target_recall`)."""
+    target = model.target_recall
+    return {"lifetime_la_classifier": la_classifier_metrics(
+        model, split.test, observation_end_us=split.observation_end_us,
+        recalls=DEFAULT_RECALLS).assign(
+            target_recall=float("nan") if target is None else float(target))}
+
+
+# What each kind of model is evaluated with (by the registry entry's `predicts`).
+EVALUATIONS = {REMAINING_LIFETIME: evaluate_remaining_lifetime,
+               LONG_LIVED: evaluate_long_lived}
+
+
+def evaluate(models: Mapping[str, object], split: TimeSplit, config
+             ) -> Dict[str, pd.DataFrame]:
+    """The evaluation tables of the fitted models {registry name: model} on the test part,
+    by table name; each row names its model."""
+    validation = validation_instances(split, config)
+    parts: Dict[str, list] = {}
+    for name, model in models.items():
+        evaluation = EVALUATIONS[LIFETIME_MODELS[name].predicts]
+        for table, frame in evaluation(model, split, config, validation).items():
+            parts.setdefault(table, []).append(frame.assign(model=name))
+    tables = {table: pd.concat(frames, ignore_index=True) for table, frames in parts.items()}
+    tables["lifetime_concordance"] = concordance_table(
+        models, split.test, observation_end_us=split.observation_end_us,
+        cap_s=float(config.lifetime_cap_s))
+    return tables
+
+
+def train_and_evaluate(element, config, model_dir: str):
+    """(key, all instance tables) → (table name, Arrow table) pairs of TRAINING_TABLES.
+
+    Raises:
+      ValueError: no instance to train on or to test on, with the split that caused it.
+    """
+    _, tables = element
+    # In a fixed order: runners deliver the tables in any order, and LightGBM's histogram
+    # bins come from a sample of rows that depends on it.
+    instances = sharding.concat(tables, schemas.INSTANCES).sort_by(
+        [("start_time", "ascending"), ("instance_id", "ascending")])
+    parts = partition_instances(instances.to_pandas(), config.trace_start_us)
+    if not len(parts.used):
+        raise ValueError(f"lifetime stage: no usable instance ({instances.num_rows} read, "
+                         f"{len(parts.rejected)} rejected, {len(parts.before_trace)} started "
+                         "before the trace)")
+    split = split_instances(parts.used, config, trace_span(instances, config.trace_start_us))
+    for name, part in (("training", split.train), ("test", split.test)):
+        if not len(part):
+            raise ValueError(f"lifetime stage: no {name} instance with the split at "
+                             f"{split.split_time_us} µs (instances start from "
+                             f"{parts.used['start_time'].min()} µs to "
+                             f"{parts.used['start_time'].max()} µs); change train_fraction "
+                             "or split_time_us")
+    if not len(regression_instances(split, config)):
+        raise ValueError(f"lifetime stage: no training instance started lifetime_cap_s "
+                         f"({config.lifetime_cap_s} s) before the split at "
+                         f"{split.split_time_us} µs, so no label is known; lower "
+                         "lifetime_cap_s or raise train_fraction")
+    fitted = fit_models(split, config)
+    model_rows = [save_model(name, f, model_dir, split.split_time_us)
+                  for name, f in fitted.items()]
+    frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
+    frames["lifetime_models"] = pd.DataFrame(model_rows)
+    frames["lifetime_split"] = split_counts(split, parts.before_trace, config)
+    for name, frame in frames.items():
+        yield name, pa.Table.from_pandas(frame, schema=schemas.TABLES[name],
+                                         preserve_index=False)
