@@ -97,7 +97,7 @@ SOURCE_COUNTS = pa.schema([
     pa.field("rejected", pa.int64(), nullable=False),
 ])
 
-# Lifetime stage (pipelines/stages/lifetime.py). Models are named "uptime", "no_uptime",
+# Lifetime stage (pipelines/stages/lifetime/). Models are named "uptime", "no_uptime",
 # "uptime_lifetime_fractions", "kaplan_meier" and "la_classifier"; times in µs, durations in
 # seconds.
 LIFETIME_EXAMPLES = pa.schema([

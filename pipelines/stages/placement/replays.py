@@ -35,7 +35,7 @@ WarmStart = fleetcast_pb2.PlacementConfig.WarmStart
 BEST_FIT = "best_fit"  # the baseline every replay is compared with
 NO_DEFRAG = "none"
 LARS_LIFETIME, LARS_BASELINE = "lars_lifetime", "lars_baseline"
-# Model names in the lifetime stage's `lifetime_models` table (pipelines/stages/lifetime.py).
+# Model names in the lifetime stage's `lifetime_models` table (pipelines/stages/lifetime/).
 UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
 
 
