@@ -1,11 +1,13 @@
-"""The `fleetcast` command.
+"""The `fleetcast` command: run, check and synthesise cluster-trace analyses on Apache Beam.
 
     fleetcast run CONFIG [--output_dir DIR] [any Beam pipeline option]
-    fleetcast validate CONFIG
+    fleetcast validate CONFIG [CONFIG ...]
     fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
+    fleetcast --version
 
 Beam options (--runner, --direct_num_workers, --direct_running_mode, Dataflow, Flink, Spark
-and Dask options) pass through to the pipeline unchanged.
+and Dask options) pass through to the pipeline unchanged. A flag that neither fleetcast nor
+any registered Beam PipelineOptions class knows fails `run` before anything runs.
 """
 
 import os
@@ -16,36 +18,184 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
+import difflib  # noqa: E402
+import importlib  # noqa: E402
+import importlib.metadata  # noqa: E402
+import inspect  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
+import synthetic  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
 
+DESCRIPTION = """\
+Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement): run a
+config, check configs, or write a synthetic trace."""
+
+EPILOG = """\
+synopsis:
+  fleetcast run CONFIG [--output_dir DIR] [any Beam pipeline option]
+  fleetcast validate CONFIG [CONFIG ...]
+  fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
+
+`run` passes every Beam pipeline option (--runner=DataflowRunner, --direct_num_workers=2,
+...) through unchanged. `fleetcast COMMAND --help` describes a command and its defaults."""
+
+RUN_EPILOG = """\
+Every Beam pipeline option (any registered PipelineOptions class: --runner, Direct, Dataflow,
+Flink, Spark, Dask, setup options, ...) passes through to the pipeline unchanged. A flag that
+neither fleetcast nor Beam knows fails before anything runs (exit 2). Examples:
+
+  # DirectRunner with 2 worker processes
+  fleetcast run configs/demo.textproto --direct_running_mode=multi_processing \\
+      --direct_num_workers=2
+
+  # Google Cloud Dataflow
+  fleetcast run configs/demo.textproto --output_dir gs://BUCKET/fleetcast/demo \\
+      --runner=DataflowRunner --project=PROJECT --region=us-central1 \\
+      --temp_location=gs://BUCKET/tmp --setup_file=./setup.py
+
+  # Dask (pip install -e ".[dask]")
+  fleetcast run configs/demo.textproto \\
+      --runner=apache_beam.runners.dask.dask_runner.DaskRunner \\
+      --dask_client_address=tcp://HOST:8786
+"""
+
+
+class UsageError(ValueError):
+    """A command line that cannot run (exit 2, like a config error)."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                     argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the epilog's line breaks and shows each option's default, unless it is None."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fleetcast")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="fleetcast", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a config end to end")
-    run.add_argument("config", help="a text-format RunConfig (configs/*.textproto)")
-    run.add_argument("--output_dir", help="Parquet output root (default results/<run name>)")
-    validate = commands.add_parser("validate", help="check a config without running it")
-    validate.add_argument("config")
-    synth = commands.add_parser("synth", help="write a synthetic Google-v3-format trace")
-    synth.add_argument("--out", required=True, help="output directory (local or gs://)")
-    synth.add_argument("--machines", type=int, default=20)
-    synth.add_argument("--days", type=float, default=2.0)
-    synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument("--arrival_rate", type=float, default=None,
-                       help="collections (jobs of ~5 tasks) per machine and hour")
-    synth.add_argument("--format", choices=("json", "csv", "parquet"), default="json")
+    """(the `fleetcast` parser, its `run` subparser)."""
+    parser = argparse.ArgumentParser(prog="fleetcast", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run", help="run a config end to end", formatter_class=_HelpFormatter,
+        allow_abbrev=False,  # like Beam's own parser: an option is spelled out in full
+        usage="fleetcast run [-h] CONFIG [--output_dir DIR] [any Beam pipeline option]",
+        description="Runs CONFIG end to end, then prints where the results are, the rows per\n"
+                    "table, the rows per source table and the dead-letter reasons.",
+        epilog=RUN_EPILOG)
+    run.add_argument("config", metavar="CONFIG",
+                     help="a text-format RunConfig (configs/*.textproto)")
+    run.add_argument("--output_dir", metavar="DIR",
+                     help="Parquet output root, local or gs:// (default: results/<config "
+                          "name>; ignored when the config writes to BigQuery)")
+    validate = commands.add_parser(
+        "validate", help="check configs without running them", formatter_class=_HelpFormatter,
+        description="Checks each CONFIG without running it (its inputs must exist) and prints\n"
+                    "one line per valid config; every problem of an invalid one names its\n"
+                    "field. Exits 2 if any config is invalid.")
+    validate.add_argument("config", nargs="+", metavar="CONFIG",
+                          help="a text-format RunConfig (configs/*.textproto)")
+    _add_synth(commands)
+    return parser, run
+
+
+def _add_synth(commands):
+    default = {name: p.default for name, p in
+               inspect.signature(synthetic.generate).parameters.items()}
+    synth = commands.add_parser(
+        "synth", help="write a synthetic Google-v3-format trace", formatter_class=_HelpFormatter,
+        description="Writes a synthetic Google cluster trace v3 (machine_events,\n"
+                    "collection_events, instance_events, instance_usage) under --out.")
+    synth.add_argument("--out", required=True, metavar="DIR",
+                       help="output directory, local or any Beam file system (gs://...)")
+    synth.add_argument("--machines", type=int, default=default["machines"], metavar="N",
+                       help="machines in the cell")
+    synth.add_argument("--days", type=float, default=default["days"], metavar="D",
+                       help="trace length in days")
+    synth.add_argument("--seed", type=int, default=default["seed"], metavar="S",
+                       help="random seed; the same arguments give byte-identical files")
+    synth.add_argument("--arrival_rate", type=float, metavar="R",
+                       default=default["arrival_rate_per_machine_hour"],
+                       help="collections (jobs of ~5 tasks) submitted per machine and hour")
+    synth.add_argument("--format", choices=("json", "csv", "parquet"),
+                       default=default["file_format"],
+                       help="table files: json (newline-delimited, gzip), csv (gzip, header "
+                            "row) or parquet")
+
+
+def _option_strings(parser) -> list:
+    # argparse has no public list of a parser's options; Beam reads _actions the same way.
+    return [s for action in parser._actions for s in action.option_strings]
+
+
+def _beam_parser():
+    """The parser Beam reads pipeline options with: every registered PipelineOptions class."""
+    captured = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=captured.append)
+    parser = captured[0]
+    parser.exit_on_error = False  # a bad value raises instead of printing Beam's long usage
     return parser
+
+
+def _unrecognised_beam_args(beam_args):
+    """(Beam's parser, the args of `beam_args` that Beam would discard as unparseable)."""
+    parser = _beam_parser()
+    known, unknown = parser.parse_known_args(beam_args)
+    runner = known.runner or ""
+    if "." in runner:
+        # A runner named by its path (the DaskRunner) registers its options on import.
+        try:
+            importlib.import_module(runner.rsplit(".", 1)[0])
+        except ImportError as e:
+            raise UsageError(f"--runner={runner}: cannot import the runner: {e}") from None
+        parser = _beam_parser()
+        _, unknown = parser.parse_known_args(beam_args)
+    return parser, unknown
+
+
+def check_beam_args(beam_args, own_options=("--output_dir",)):
+    """Raises UsageError naming every arg that neither fleetcast nor Beam recognises."""
+    try:
+        beam_parser, unknown = _unrecognised_beam_args(list(beam_args))
+    except argparse.ArgumentError as e:
+        raise UsageError(str(e)) from None
+    candidates = list(own_options) + _option_strings(beam_parser)
+    problems, after_flag = [], False
+    for arg in unknown:
+        if arg.startswith("-"):
+            name = arg.split("=", 1)[0]
+            close = difflib.get_close_matches(name, candidates, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(f"{name}: unknown option{hint}")
+            after_flag = "=" not in arg
+        elif not after_flag:  # else the value of the unknown flag before it
+            problems.append(f"{arg}: unexpected argument")
+        else:
+            after_flag = False
+    if problems:
+        raise UsageError("options that neither fleetcast nor Beam knows (fleetcast run --help):"
+                         + "".join(f"\n  {problem}" for problem in problems))
 
 
 def table_rows(table_dir: str) -> int:
@@ -105,9 +255,9 @@ def _run(args, beam_args):
     return 0
 
 
-def _validate(args):
-    config = run_config.load_config(args.config)
-    name = run_config.config_name(config, args.config)
+def _validate(path):
+    config = run_config.load_config(path)
+    name = run_config.config_name(config, path)
     stages = ["source: " + (config.WhichOneof("source") or "loaded tables")]
     if config.HasField("overcommit"):
         stages.append(f"overcommit: {len(config.overcommit.fortune_teller)} fortune tellers")
@@ -116,18 +266,28 @@ def _validate(args):
     if config.HasField("placement"):
         policies = len(config.placement.policy) + len(config.placement.policy_plugin)
         stages.append(f"placement: {policies} policies")
-    print(f"{args.config}: valid config {name!r} ({'; '.join(stages)})")
-    return 0
+    print(f"{path}: valid config {name!r} ({'; '.join(stages)})")
+
+
+def _validate_all(paths):
+    """Validates every config; reports each invalid one; 2 if any is invalid."""
+    invalid = 0
+    for path in paths:
+        try:
+            _validate(path)
+        except run_config.ConfigError as e:
+            print(f"fleetcast: {e}", file=sys.stderr)
+            invalid += 1
+    if invalid and len(paths) > 1:
+        print(f"fleetcast: {invalid} of {len(paths)} configs are invalid", file=sys.stderr)
+    return EXIT_CONFIG_ERROR if invalid else 0
 
 
 def _synth(args):
-    import synthetic
-    kwargs = dict(machines=args.machines, days=args.days, seed=args.seed,
-                  file_format=args.format)
-    if args.arrival_rate is not None:
-        kwargs["arrival_rate_per_machine_hour"] = args.arrival_rate
     started = time.time()
-    summary = synthetic.generate(args.out, **kwargs)
+    summary = synthetic.generate(args.out, machines=args.machines, days=args.days,
+                                 seed=args.seed, arrival_rate_per_machine_hour=args.arrival_rate,
+                                 file_format=args.format)
     print(f"synthetic trace written to {args.out} in {time.time() - started:.1f} s")
     for table, rows in summary.get("rows", {}).items():
         print(f"  {table:<20} {rows:>10,} rows")
@@ -136,16 +296,18 @@ def _synth(args):
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    args, beam_args = _parser().parse_known_args(argv)
-    if args.command != "run" and beam_args:
-        _parser().error(f"unrecognized arguments: {' '.join(beam_args)}")
+    parser, run = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command != "run" and extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if args.command == "run":
-            return _run(args, beam_args)
+            check_beam_args(extra, own_options=_option_strings(run))
+            return _run(args, extra)
         if args.command == "validate":
-            return _validate(args)
+            return _validate_all(args.config)
         return _synth(args)
-    except run_config.ConfigError as e:
+    except (run_config.ConfigError, UsageError) as e:
         print(f"fleetcast: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
 

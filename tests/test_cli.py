@@ -1,10 +1,27 @@
-"""The fleetcast command: run prints where the results are; synth writes a v3 trace."""
+"""The fleetcast command: run prints where the results are, rejects unknown flags and passes
+Beam's options through; validate checks several configs; synth writes a v3 trace; --help and
+--version."""
 
 import gzip
+import importlib.metadata
 import json
 import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
 
 from pipelines import cli
+
+FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
+SMALL = 'name: "small" synthetic { machines: 2 days: 0.25 seed: 1 }'
+
+
+def fleetcast(*args, cwd):
+    """Runs the installed `fleetcast` executable as a user would."""
+    return subprocess.run([str(FLEETCAST), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
 
 
 def test_run_prints_results_rows_counts_and_dead_letters(tmp_path, capsys):
@@ -43,3 +60,103 @@ def test_validate_prints_the_stages(capsys):
     repo = os.path.join(os.path.dirname(__file__), "..")
     assert cli.main(["validate", os.path.join(repo, "configs", "demo.textproto")]) == 0
     assert "valid config 'demo'" in capsys.readouterr().out
+
+
+def test_a_typo_fails_naming_it_with_the_suggestion_and_writes_nothing(tmp_path):
+    (tmp_path / "small.textproto").write_text(SMALL)
+    result = fleetcast("run", "small.textproto", "--ouput_dir", "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "--ouput_dir: unknown option (did you mean --output_dir?)" in result.stderr
+    assert "finished" not in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.textproto"]  # no out/, results/
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--runnr=DirectRunner", "--direct_num_workers", "2"],
+     "--runnr: unknown option (did you mean --runner?)"),
+    (["-x"], "-x: unknown option"),
+    (["second.textproto"], "second.textproto: unexpected argument"),
+    (["--direct_num_workers=two"], "argument --direct_num_workers: invalid int value: 'two'"),
+])
+def test_run_rejects_what_neither_fleetcast_nor_beam_knows(args, expected, tmp_path, capsys):
+    config = tmp_path / "small.textproto"
+    config.write_text(SMALL)
+    assert cli.main(["run", str(config), "--output_dir", str(tmp_path / "out"), *args]) == 2
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_beam_options_pass_through_to_a_real_run(tmp_path):
+    (tmp_path / "small.textproto").write_text(SMALL)
+    result = fleetcast("run", "small.textproto", "--output_dir", "out", "--runner=DirectRunner",
+                       "--direct_num_workers=2", "--direct_running_mode=in_memory",
+                       f"--temp_location={tmp_path / 'tmp'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "unknown" not in result.stderr and "Discarding" not in result.stderr
+    assert "Results: out" in result.stdout
+    assert (tmp_path / "out" / "usage").is_dir()
+
+
+def test_every_runners_options_are_accepted():
+    cli.check_beam_args([
+        "--runner=DataflowRunner", "--project", "p", "--region=us-central1",
+        "--temp_location=gs://b/tmp", "--staging_location=gs://b/staging", "--setup_file",
+        "./setup.py", "--extra_package=a.tar.gz", "--extra_package=b.tar.gz",
+        "--no_use_public_ips", "--experiments=use_runner_v2", "--save_main_session",
+        "--flink_master=HOST:8081", "--environment_type=LOOPBACK",
+        "--spark_master_url=spark://HOST:7077", "--direct_running_mode=multi_processing"])
+    # The DaskRunner's options are registered by its module, which the runner path names.
+    cli.check_beam_args(["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+                         "--dask_client_address=tcp://HOST:8786"])
+
+
+def test_validate_checks_every_config_and_reports_each_invalid_one(tmp_path, capsys):
+    first, second, bad = (tmp_path / f"{n}.textproto" for n in ("first", "second", "bad"))
+    first.write_text(SMALL)
+    second.write_text("synthetic { machines: 3 }")
+    bad.write_text("synthetic { days: -1 }")
+    assert cli.main(["validate", str(first), str(bad), str(second)]) == 2
+    captured = capsys.readouterr()
+    assert f"{first}: valid config 'small'" in captured.out
+    assert f"{second}: valid config 'second'" in captured.out
+    assert "bad" not in captured.out
+    assert f"invalid config {bad}:\n  synthetic.days: must be > 0, got -1.0" in captured.err
+    assert "1 of 3 configs are invalid" in captured.err
+
+
+def test_version_prints_the_installed_version(tmp_path):
+    result = fleetcast("--version", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout == f"fleetcast {importlib.metadata.version('fleetcast')}\n"
+
+
+def _help(capsys, monkeypatch, *args):
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps at the terminal width
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*args, "--help"])
+    assert exit_.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_help_says_what_each_command_does_with_its_defaults(capsys, monkeypatch):
+    program = _help(capsys, monkeypatch)
+    assert "Apache Beam batch analysis of cluster traces" in program
+    assert "fleetcast validate CONFIG [CONFIG ...]" in program
+    assert "passes every Beam pipeline option" in program
+    run = _help(capsys, monkeypatch, "run")
+    assert "(default: results/<config name>" in run
+    assert "passes through to the pipeline unchanged" in run
+    for example in ("--direct_num_workers=2", "--runner=DataflowRunner",
+                    "--dask_client_address=tcp://HOST:8786"):
+        assert example in run
+    assert "Exits 2 if any config is invalid" in _help(capsys, monkeypatch, "validate")
+    synth = _help(capsys, monkeypatch, "synth")
+    for documented in ("--machines N machines in the cell (default: 20)",
+                       "--days D trace length in days (default: 2.0)",
+                       "--seed S random seed; the same arguments give byte-identical files "
+                       "(default: 0)",
+                       "--arrival_rate R collections (jobs of ~5 tasks) submitted per machine "
+                       "and hour (default: 0.25)",
+                       "or parquet (default: json)"):
+        assert documented in synth
+    assert "--out DIR output directory" in synth
