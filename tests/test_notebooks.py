@@ -1,0 +1,106 @@
+"""The three notebooks run headless the way the README says, on a relative results path.
+
+`FLEETCAST_RESULTS=results/demo .venv/bin/jupyter execute notebooks/<name>.ipynb` from the
+repository root: jupyter starts the kernel in notebooks/, so a relative path must be found in
+the repository root as well (notebooks/_results.py). The run here is the demo config's stages
+on a smaller synthetic trace, written under a temporary copy of the repository's layout
+(notebooks/ and results/demo) that the command runs from, so the relative path is honest.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from pipelines import config as run_config
+from pipelines import run as run_pipeline
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ("overcommit", "lifetime", "placement")
+FIGURES = {
+    "overcommit": ["overcommit_violation_rate_cdf.png", "overcommit_violation_severity_cdf.png",
+                   "overcommit_savings_ratio_cdf.png", "overcommit_cell_savings_ratio_cdf.png"],
+    "lifetime": ["lifetime_f1_vs_uptime.png", "lifetime_error_histogram.png",
+                 "lifetime_model_comparison.png"],
+    "placement": ["placement_empty_hosts.png", "placement_summary.png",
+                  "placement_accuracy_sweep.png"],
+}
+JUPYTER = Path(sys.executable).parent / "jupyter"  # .venv/bin/jupyter, from jupyter_core
+
+
+def _small_demo_config():
+    """configs/demo.textproto's stages on 6 machines x 1 day (about 10 s on the DirectRunner)."""
+    config = run_config.parse_config((REPO / "configs" / "demo.textproto").read_text())
+    config.synthetic.machines = 6
+    config.synthetic.days = 1
+    config.lifetime_model.lifetime_cap_s = 3 * 3600
+    config.lifetime_model.num_trees = 20
+    config.lifetime_model.learning_rate = 0.2
+    config.lifetime_model.num_shards = 2
+    config.placement.warmup_s = 3 * 3600
+    config.output.num_shards = 1
+    assert run_config.validate(config) == []
+    return config
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    """A directory laid out like the repository: notebooks/ (the notebooks and their helper)
+    and results/demo (a small run of the demo's stages). Removed afterwards."""
+    root = tmp_path_factory.mktemp("checkout")
+    shutil.copytree(REPO / "notebooks", root / "notebooks",
+                    ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    config = _small_demo_config()
+    (root / "small_demo.textproto").write_text(text_format.MessageToString(config))
+    run_pipeline.run(config, str(root / "results" / "demo"), ["--runner=DirectRunner"])
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(not JUPYTER.exists(), reason="no jupyter command next to the interpreter")
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_readme_command_runs_the_notebook(checkout, name):
+    # The README's command, from the (copied) repository root.
+    env = dict(os.environ, FLEETCAST_RESULTS="results/demo")
+    done = subprocess.run([str(JUPYTER), "execute", f"notebooks/{name}.ipynb"], cwd=checkout,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for figure in FIGURES[name]:
+        assert (checkout / "results" / "demo" / figure).stat().st_size > 1000, figure
+
+
+# The helper itself, without a kernel.
+
+def _results_module():
+    spec = importlib.util.spec_from_file_location("_results", REPO / "notebooks" / "_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_relative_path_prefers_the_working_directory_then_the_repository_root(
+        tmp_path, monkeypatch):
+    results = _results_module()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FLEETCAST_RESULTS", "fleetcast-test-absent/run")
+    with pytest.raises(FileNotFoundError) as error:
+        results.results_dir()
+    assert str(tmp_path / "fleetcast-test-absent" / "run") in str(error.value)
+    assert str(REPO / "fleetcast-test-absent" / "run") in str(error.value)
+    # The repository root: notebooks/ itself is there.
+    assert results.results_dir("notebooks") == REPO / "notebooks"
+    # The working directory first.
+    (tmp_path / "notebooks").mkdir()
+    assert results.results_dir("notebooks") == tmp_path / "notebooks"
+    # An absolute path as is; the default is results/demo.
+    assert results.results_dir(str(tmp_path)) == tmp_path
+    monkeypatch.delenv("FLEETCAST_RESULTS")
+    (tmp_path / "results" / "demo").mkdir(parents=True)
+    assert results.results_dir() == tmp_path / "results" / "demo"
+    with pytest.raises(FileNotFoundError, match="absent"):
+        results.results_dir(str(tmp_path / "absent"))
