@@ -17,6 +17,7 @@ setuptools.setup(
     package_data={"configs": ["*.proto", "*.textproto"]},
     install_requires=[
         "apache-beam[gcp]",
+        "duckdb",
         "google-cloud-bigquery",
         "lightgbm",
         "numpy",

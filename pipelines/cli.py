@@ -117,7 +117,25 @@ def _parser():
     validate.add_argument("config", nargs="+", metavar="CONFIG",
                           help="a text-format RunConfig (configs/*.textproto)")
     _add_synth(commands)
+    _add_query(commands)
     return parser, run
+
+
+def _add_query(commands):
+    query = commands.add_parser(
+        "query", help="SQL over a run's tables (DuckDB)", formatter_class=_HelpFormatter,
+        description="Runs SQL over the Parquet tables of a local results directory: every\n"
+                    "table is a view named after it (DuckDB's SQL dialect).",
+        epilog="example:\n  fleetcast query results/demo \"SELECT policy, lifetime_source, "
+               "empty_hosts_pct\n    FROM placement_summary WHERE defrag = 'none' ORDER BY "
+               "empty_hosts_pct DESC\"")
+    query.add_argument("results_dir", metavar="RESULTS_DIR",
+                       help="a results directory written by `fleetcast run`")
+    query.add_argument("sql", metavar="SQL", help="the query")
+    query.add_argument("--format", choices=("table", "csv"), default="table",
+                       help="a text table, or CSV with a header (every row)")
+    query.add_argument("--max_rows", type=int, default=100,
+                       help="rows a text table shows (the first and last halves)")
 
 
 def _add_synth(commands):
@@ -294,6 +312,21 @@ def _synth(args):
     return 0
 
 
+def _query(args) -> int:
+    import pyarrow.csv as pa_csv
+
+    from pipelines.query import QueryError, query  # DuckDB only for this command
+    try:
+        table = query(args.results_dir, args.sql)
+    except QueryError as e:
+        raise UsageError(str(e)) from None
+    if args.format == "csv":
+        pa_csv.write_csv(table, sys.stdout.buffer)
+    else:
+        print(table.to_pandas().to_string(index=False, max_rows=args.max_rows))
+    return 0
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
     parser, run = _parser()
@@ -306,6 +339,8 @@ def main(argv=None) -> int:
             return _run(args, extra)
         if args.command == "validate":
             return _validate_all(args.config)
+        if args.command == "query":
+            return _query(args)
         return _synth(args)
     except (run_config.ConfigError, UsageError) as e:
         print(f"fleetcast: {e}", file=sys.stderr)
