@@ -11,7 +11,7 @@ as canonical instances. Prints:
    stopping; lifetimes capped at 1 day, which the 3.5-day sample can observe), with
    `--num-threads` threads;
 3. µs per prediction of `predict_remaining`: single-VM calls, batches of 1,000 VMs, and the
-   exact `RemainingLifetimeCache` on a replay-like pattern (1,000 resident VMs repredicted
+   exact `LifetimeCurves` on a replay-like pattern (1,000 resident VMs repredicted
    every simulated minute for an hour), each with its ratio against single calls.
 
     python scripts/bench_lifetime.py            # full: all VMs, ~1M training examples
@@ -40,10 +40,8 @@ from predictors.lifetime.examples import (  # noqa: E402
     label_known,
     make_examples,
 )
-from predictors.lifetime.uptime_model import (
-    RemainingLifetimeCache,
-    UptimeLifetimeModel,  # noqa: E402
-)
+from predictors.lifetime.curves import LifetimeCurves  # noqa: E402
+from predictors.lifetime.uptime_model import UptimeLifetimeModel  # noqa: E402
 from tests.helpers import AZURE_VMTABLE, load_azure_instances  # noqa: E402
 
 CAP_S = DAY_S
@@ -143,7 +141,7 @@ def bench_prediction(model: UptimeLifetimeModel, instances: pd.DataFrame) -> Non
     batch_us = seconds / (repeats * len(features)) * 1e6
 
     # Replay-like: the same 1,000 VMs repredicted every simulated minute for one hour.
-    cache, build_seconds = timed(RemainingLifetimeCache, model, features)
+    cache, build_seconds = timed(LifetimeCurves, model, features)
     rows = np.arange(len(features))
     minutes = 60
 

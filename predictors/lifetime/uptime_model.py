@@ -16,7 +16,7 @@ encoded rows. For fixed features the model is a step function of uptime, constan
 consecutive uptime thresholds of its splits (`uptime_thresholds`), so
 `predictors.lifetime.curves.LifetimeCurves` evaluates each VM's whole curve in one batched
 call and answers every reprediction exactly with a table lookup (the placement replay's
-"uptime_model" source; `RemainingLifetimeCache` is its former name).
+"uptime_model" source).
 
 `use_uptime=False` is the no-reprediction ablation (001 Fig. 16): trained on the uptime-0
 examples only, it predicts a lifetime at arrival and the remaining lifetime is that minus
@@ -168,11 +168,3 @@ def interval_uptimes_s(thresholds: np.ndarray) -> np.ndarray:
     inside = (uptime_s >= 0) & (interval == np.arange(len(uptime_s)))
     return np.where(inside, uptime_s, np.nan)
 
-
-def __getattr__(name: str):
-    """`RemainingLifetimeCache`, the former name of `curves.LifetimeCurves` (same
-    constructor and interface), imported lazily: curves imports this module."""
-    if name == "RemainingLifetimeCache":
-        from predictors.lifetime.curves import LifetimeCurves
-        return LifetimeCurves
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
