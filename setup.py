@@ -13,13 +13,15 @@ setuptools.setup(
     # installed.
     packages=setuptools.find_packages(include=[
         "pipelines", "pipelines.*", "predictors", "predictors.*", "policies", "policies.*",
-        "synthetic", "synthetic.*", "configs"]),
+        "synthetic", "synthetic.*", "shaping", "shaping.*", "configs"]),
     package_data={"configs": ["*.proto", "*.textproto"]},
     install_requires=[
         "apache-beam[gcp]",
         "duckdb",
         "google-cloud-bigquery",
         "lightgbm",
+        # `fleetcast report` draws its figures with matplotlib.
+        "matplotlib",
         "numpy",
         "orjson",
         "pandas",
@@ -41,6 +43,9 @@ setuptools.setup(
             "nbclient",
             "nbformat",
             "pytest",
+            # tests/test_report.py drives Debian's chromium + chromium-driver
+            # (scripts/setup_venv.sh installs them).
+            "selenium",
         ],
     },
     entry_points={"console_scripts": ["fleetcast = pipelines.cli:main"]},

@@ -6,7 +6,28 @@ Every validator in fleetcast (the run config's, and each registry entry's) repor
 """
 
 import dataclasses
+import math
+import re
 from typing import Callable, Optional
+
+# Sane upper bounds of numeric fields, by field name, wherever the field is: a value past
+# one is a typo (num_shards: 1000000 makes a million files per table) or a unit mistake.
+UPPER_BOUNDS = {
+    "num_shards": 10_000,
+    "days": 3_650,         # synthetic trace length
+    "machines": 100_000,   # synthetic cell (generated in memory)
+    "phi": 1.0,            # borg-default: phi = 1 is no overcommit
+}
+
+# BigQuery naming rules (cloud.google.com/bigquery/docs/datasets, .../tables, and
+# resource-manager project IDs): a project ID is 6-30 lowercase letters, digits and hyphens,
+# starting with a letter and not ending with a hyphen, optionally after a "domain:"; a
+# dataset is up to 1,024 letters, digits and underscores; a table up to 1,024 letters,
+# marks, numbers, connectors, dashes and spaces.
+_PROJECT = r"(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]"
+_DATASET = r"[A-Za-z0-9_]{1,1024}"
+BIGQUERY_DATASET = re.compile(rf"^(?:{_PROJECT}[:.])?{_DATASET}$")
+BIGQUERY_TABLE = re.compile(rf"^(?:{_PROJECT}[:.])?{_DATASET}\.[\w\- ]{{1,1024}}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +70,17 @@ class Checker:
         if not condition:
             self.fail(field, reason)
 
-    def positive(self, message, name: str, field: str, allow_zero=False):
+    def positive(self, message, name: str, field: str, allow_zero=False, maximum=None):
+        """A finite number > 0 (>= 0 with `allow_zero`), at most `maximum` (default: the
+        field name's UPPER_BOUNDS entry)."""
         value = getattr(message, name)
-        ok = value >= 0 if allow_zero else value > 0
-        self.require(ok, f"{field}.{name}",
-                     f"must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+        maximum = UPPER_BOUNDS.get(name) if maximum is None else maximum
+        if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
+            finite = "" if math.isfinite(value) else "finite and "
+            self.fail(f"{field}.{name}",
+                      f"must be {finite}{'>= 0' if allow_zero else '> 0'}, got {value}")
+        elif maximum is not None and value > maximum:
+            self.fail(f"{field}.{name}", f"must be at most {maximum:g}, got {value}")
 
     def fraction(self, message, name: str, field: str, upper: float = 1.0):
         value = getattr(message, name)
@@ -77,8 +104,17 @@ class Checker:
         if which is None:
             self.fail(field, "names neither parquet nor bigquery_table")
         elif which == "bigquery_table":
-            self.require("." in message.bigquery_table, f"{field}.bigquery_table",
-                         "must be 'dataset.table' or 'project:dataset.table'")
+            self.bigquery_table(message.bigquery_table, f"{field}.bigquery_table")
+
+    def bigquery_table(self, value: str, field: str):
+        self.require(BIGQUERY_TABLE.match(value) is not None, field,
+                     "must be 'dataset.table' or 'project:dataset.table' by BigQuery's "
+                     f"naming rules, got {value!r}")
+
+    def bigquery_dataset(self, value: str, field: str):
+        self.require(BIGQUERY_DATASET.match(value) is not None, field,
+                     "must be 'dataset' or 'project:dataset' by BigQuery's naming rules, "
+                     f"got {value!r}")
 
     def load_or_write(self, message, field: str):
         """A LoadOrWrite: a loaded table must exist (with check_inputs)."""

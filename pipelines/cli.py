@@ -20,7 +20,6 @@ import argparse  # noqa: E402
 import collections  # noqa: E402
 import difflib  # noqa: E402
 import importlib  # noqa: E402
-import importlib.metadata  # noqa: E402
 import inspect  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
@@ -32,9 +31,12 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 import synthetic  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
+from pipelines import progress  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
+from pipelines.io import failures  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
+EXIT_RUN_FAILED = 1
 
 DESCRIPTION = """\
 Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement): run a
@@ -76,19 +78,17 @@ class UsageError(ValueError):
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
                      argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the epilog's line breaks and shows each option's default, unless it is None."""
+    """Keeps the epilog's line breaks and shows each option's default, unless it is None or
+    the False of a flag."""
 
     def _get_help_string(self, action):
-        if action.default is None:
+        if action.default is None or action.default is False:
             return action.help
         return super()._get_help_string(action)
 
 
 def _version() -> str:
-    try:
-        return importlib.metadata.version("fleetcast")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+    return run_pipeline.fleetcast_version()
 
 
 def _parser():
@@ -100,15 +100,23 @@ def _parser():
     run = commands.add_parser(
         "run", help="run a config end to end", formatter_class=_HelpFormatter,
         allow_abbrev=False,  # like Beam's own parser: an option is spelled out in full
-        usage="fleetcast run [-h] CONFIG [--output_dir DIR] [any Beam pipeline option]",
-        description="Runs CONFIG end to end, then prints where the results are, the rows per\n"
-                    "table, the rows per source table and the dead-letter reasons.",
+        usage="fleetcast run [-h] CONFIG [--output_dir DIR] [-v | -q] [any Beam pipeline "
+              "option]",
+        description="Runs CONFIG end to end, logging each stage's progress, then prints where\n"
+                    "the results are, the rows per table, the rows per source table, the\n"
+                    "dead-letter reasons and the final Beam counters.",
         epilog=RUN_EPILOG)
     run.add_argument("config", metavar="CONFIG",
                      help="a text-format RunConfig (configs/*.textproto)")
     run.add_argument("--output_dir", metavar="DIR",
                      help="Parquet output root, local or gs:// (default: results/<config "
                           "name>; ignored when the config writes to BigQuery)")
+    loudness = run.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true",
+                          help="log at INFO, Beam's own lines too (default: fleetcast's "
+                               "stage progress only, at least every 30 s in long stages)")
+    loudness.add_argument("-q", "--quiet", action="store_true",
+                          help="log warnings and errors only (no progress lines)")
     validate = commands.add_parser(
         "validate", help="check configs without running them", formatter_class=_HelpFormatter,
         description="Checks each CONFIG without running it (its inputs must exist) and prints\n"
@@ -118,6 +126,7 @@ def _parser():
                           help="a text-format RunConfig (configs/*.textproto)")
     _add_synth(commands)
     _add_query(commands)
+    _add_report(commands)
     return parser, run
 
 
@@ -136,6 +145,19 @@ def _add_query(commands):
                        help="a text table, or CSV with a header (every row)")
     query.add_argument("--max_rows", type=int, default=100,
                        help="rows a text table shows (the first and last halves)")
+
+
+def _add_report(commands):
+    report = commands.add_parser(
+        "report", help="an HTML report of a run, with its figures",
+        formatter_class=_HelpFormatter,
+        description="Writes one self-contained HTML page of a local results directory: the\n"
+                    "config, rows per table and per source table, dead letters, and each\n"
+                    "stage's paper-style figures (also saved as PNG and SVG).")
+    report.add_argument("results_dir", metavar="RESULTS_DIR",
+                        help="a results directory written by `fleetcast run`")
+    report.add_argument("--out", metavar="DIR",
+                        help="where report.html and figures/ go (default: RESULTS_DIR/report)")
 
 
 def _add_synth(commands):
@@ -262,14 +284,41 @@ def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
             print(f"  {n:>8,}  {reason}", file=out)
 
 
+def print_counters(counters, out=None):
+    """The final values of the run's Beam counters (pipelines/progress.py), by name."""
+    out = out or sys.stdout
+    if not counters:
+        return
+    print("Counters (Beam Metrics, namespace fleetcast):", file=out)
+    width = max(map(len, counters))
+    for name, value in counters.items():
+        print(f"  {name:<{width}} {value:>12,}", file=out)
+
+
+def configure_logging(verbose: bool = False, quiet: bool = False):
+    """Beam's lines at WARNING (INFO with `verbose`), fleetcast's progress lines at INFO
+    unless `quiet`; on stderr, so that stdout keeps the results."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
+                        force=True)
+    logging.getLogger("fleetcast").setLevel(logging.WARNING if quiet else logging.INFO)
+    if not (verbose or quiet):  # the progress lines of multi_processing workers too
+        worker_lines = logging.getLogger(progress.WORKER_LOGGER)
+        worker_lines.setLevel(logging.INFO)
+        worker_lines.addFilter(progress.WorkerProgressLines())
+
+
 def _run(args, beam_args):
+    configure_logging(args.verbose, args.quiet)
     config = run_config.load_config(args.config)
     name = run_config.config_name(config, args.config)
     output_dir = args.output_dir or FileSystems.join("results", name)
     started = time.time()
-    output, tables = run_pipeline.run(config, output_dir, beam_args)
+    counters = {}
+    output, tables = run_pipeline.run(config, output_dir, beam_args, counters=counters)
     print(f"fleetcast run {name!r} finished in {time.time() - started:.1f} s")
     print_summary(output, tables)
+    print_counters(counters)
     return 0
 
 
@@ -327,6 +376,17 @@ def _query(args) -> int:
     return 0
 
 
+def _report(args) -> int:
+    from pipelines.query import QueryError
+    from pipelines.report import write_report  # matplotlib only for this command
+    try:
+        page = write_report(args.results_dir, args.out)
+    except QueryError as e:
+        raise UsageError(str(e)) from None
+    print(f"report: {page} (figures as PNG and SVG in {page.parent / 'figures'})")
+    return 0
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
     parser, run = _parser()
@@ -341,10 +401,20 @@ def main(argv=None) -> int:
             return _validate_all(args.config)
         if args.command == "query":
             return _query(args)
+        if args.command == "report":
+            return _report(args)
         return _synth(args)
     except (run_config.ConfigError, UsageError) as e:
         print(f"fleetcast: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    except Exception as e:  # pylint: disable=broad-except
+        # A run that failed on its input or its results: say why, naming the file, without
+        # the runner's traceback; anything else is a bug and keeps its traceback.
+        reason = failures.reason_of(e)
+        if reason is None:
+            raise
+        print(f"fleetcast: run failed: {reason}", file=sys.stderr)
+        return EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

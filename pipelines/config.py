@@ -108,6 +108,11 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
             check, config.placement,
             config.lifetime_model if config.HasField("lifetime_model") else None,
             has_hosts=source is None or source.has_hosts)
+    if config.HasField("shaping"):
+        from pipelines.stages import shaping
+        shaping.validate_config(check, config.shaping,
+                                has_hosts=source is None or source.has_hosts)
+    _validate_name(check, config.name)
     _validate_output(check, config.output)
     return check.problems
 
@@ -115,6 +120,14 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
 def _validate_output(check, output):
     check.positive(output, "num_shards", "output")
     if output.WhichOneof("sink") == "bigquery_dataset":
-        dataset = output.bigquery_dataset
-        check.require(dataset and "." not in dataset.split(":")[-1], "output.bigquery_dataset",
-                      f"must be 'dataset' or 'project:dataset', got {dataset!r}")
+        check.bigquery_dataset(output.bigquery_dataset, "output.bigquery_dataset")
+
+
+# A run's name is the default output directory results/<name>: one plain directory name.
+RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def _validate_name(check, name: str):
+    check.require(not name or RUN_NAME.match(name) is not None, "name",
+                  "must be a plain directory name (letters, digits, '_', '-', '.'; not "
+                  f"starting with '.'), so results/<name> stays under results/: got {name!r}")

@@ -1,46 +1,47 @@
 """SQL over a run's tables with DuckDB (`fleetcast query RESULTS_DIR "SQL"`).
 
-Every table directory of a local results directory (DIR/<table>/*.parquet, as `fleetcast run`
-writes them) becomes a view named after the table, so a query joins and aggregates the run's
-tables directly, without copying them:
+Every table of the run in a local results directory becomes a view named after the table,
+over exactly the Parquet files the run's manifest lists (pipelines/io/publish.py; a
+directory without a successful manifest is refused), so a query joins and aggregates the
+run's tables directly, without copying them:
 
     SELECT policy, empty_hosts_pct FROM placement_summary WHERE defrag = 'none'
 """
 
 import os
-from typing import Dict
+from typing import Dict, List
 
 import duckdb
 import pyarrow as pa
+
+from pipelines.io import publish
+from pipelines.io.failures import RunFailed
 
 
 class QueryError(ValueError):
     """A results directory without tables, or SQL that DuckDB rejects."""
 
 
-def table_dirs(results_dir: str) -> Dict[str, str]:
-    """{table name: Parquet glob} of every table directory under `results_dir`."""
+def table_files(results_dir: str) -> Dict[str, List[str]]:
+    """{table name: its Parquet files} of the run in `results_dir`, from its manifest."""
     if not os.path.isdir(results_dir):
         raise QueryError(f"{results_dir}: no such results directory")
-    tables = {}
-    for name in sorted(os.listdir(results_dir)):
-        directory = os.path.join(results_dir, name)
-        if os.path.isdir(directory) and any(f.endswith(".parquet") for f in os.listdir(directory)):
-            tables[name] = os.path.join(directory, "*.parquet")
-    if not tables:
-        raise QueryError(f"{results_dir}: no tables (directories of .parquet files); run a "
-                         "config first")
-    return tables
+    try:
+        manifest = publish.require_manifest(results_dir)
+    except RunFailed as e:
+        raise QueryError(str(e)) from None
+    return {name: publish.table_files(results_dir, manifest, name)
+            for name in sorted(manifest["tables"])}
 
 
 def connect(results_dir: str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per table of `results_dir`."""
     connection = duckdb.connect()
-    for name, pattern in table_dirs(results_dir).items():
+    for name, files in table_files(results_dir).items():
         quoted_name = name.replace('"', '""')
-        quoted_path = pattern.replace("'", "''")
+        quoted_files = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         connection.execute(f"CREATE VIEW \"{quoted_name}\" AS SELECT * FROM "
-                           f"read_parquet('{quoted_path}', union_by_name = true)")
+                           f"read_parquet([{quoted_files}], union_by_name = true)")
     return connection
 
 

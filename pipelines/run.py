@@ -9,17 +9,22 @@ canonical tables, the dead letters and the per-source counts; later stages add t
 """
 
 import dataclasses
-import logging
+import importlib.metadata
 from typing import Dict, Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.portability.api import beam_provision_api_pb2
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from apache_beam.pipeline import PipelineVisitor
+from google.protobuf import text_format
 
-from pipelines import schemas
-from pipelines.io import coders, sinks
-from pipelines.io.dead_letters import SummarizeCounts
+from pipelines import progress, schemas
+from pipelines.io import coders, publish, sinks
+from pipelines.io.dead_letters import SummarizeCounts, all_rejected
+from pipelines.io.failures import RunFailed
 from pipelines.sources.registry import SOURCES
 
 
@@ -107,6 +112,9 @@ def stages(config, work_dir: str):
     if config.HasField("placement"):
         from pipelines.stages.placement import PlacementStage
         configured.append(("Placement", PlacementStage(config.placement)))
+    if config.HasField("shaping"):
+        from pipelines.stages.shaping import ShapingStage
+        configured.append(("Shaping", ShapingStage(config.shaping)))
     return configured
 
 
@@ -174,10 +182,8 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
     absent = absent_tables(config)
     written_tables = {name: tables for name, tables in outputs.items()
                       if name not in loaded | absent}
-    if output.parquet_dir is not None:
-        # An absent table's directory is cleared too: an earlier run's rows are not this run's.
-        for name in written_tables.keys() | absent:
-            sinks.clear_dir(FileSystems.join(output.parquet_dir, name))
+    # Tables of an earlier run that this one does not write are removed when it publishes
+    # (pipelines/io/publish.py), never before it succeeds.
     _ = written_tables | "WriteTables" >> output.sink()
     # One final step downstream of every Parquet sink in the pipeline (stages' extra copies
     # included): Beam's DaskRunner computes only the graph of the last transform, so without
@@ -204,22 +210,84 @@ def _parquet_sink_outputs(pipeline):
     return visitor.outputs
 
 
-def run(config, output_dir: str, beam_args=()):
+def local_runner(options: PipelineOptions):
+    """For the DirectRunner (Beam's default), its batch engine, the FnApiRunner, set up as
+    the DirectRunner sets it up; None (the options' runner) for every other runner.
+
+    Beam's DirectRunner first tries the Prism runner, which downloads its binary from GitHub
+    at run time and, where that works, runs without direct_num_workers and
+    direct_running_mode; fleetcast downloads nothing and runs the same engine everywhere.
+    """
+    standard = options.view_as(StandardOptions)
+    if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):
+        return None
+    encoded_options = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded_options)))
+
+
+def run(config, output_dir: str, beam_args=(), counters: Optional[dict] = None):
     """Runs `config` to completion with the given Beam pipeline options.
 
-    Returns (OutputSpec, names of the tables written).
+    Returns (OutputSpec, names of the tables written). `counters`, when given, receives the
+    final values of the run's Beam counters (pipelines.progress.counter_values).
     """
     output = OutputSpec.of(config, output_dir)
     options = PipelineOptions(list(beam_args))
-    logging.info("fleetcast: writing to %s", output.parquet_dir or output.bigquery_dataset)
-    pipeline = beam.Pipeline(options=options)
-    outputs = build(pipeline, config, output, output_dir)
-    result = pipeline.run()
+    # Parquet results are staged and published only when the run succeeds; opening the
+    # staging area checks that the output root is writable before any compute.
+    area = (publish.StagingArea.open(output.parquet_dir) if output.parquet_dir is not None
+            else None)
+    started_at = publish.now_utc()
+    progress.report("writing to %s", output.parquet_dir or output.bigquery_dataset)
+    pipeline = beam.Pipeline(runner=local_runner(options), options=options)
     try:
-        result.wait_until_finish()
-    finally:
-        # The DaskRunner opens a client of its own and leaves it reconnecting forever.
-        client = getattr(result, "client", None)
-        if client is not None:
-            client.close()
+        with publish.staging(area):
+            outputs = build(pipeline, config, output, output_dir)
+        result = pipeline.run()
+        try:
+            result.wait_until_finish()
+            if counters is not None:
+                counters.update(progress.counter_values(result))
+        finally:
+            # The DaskRunner opens a client of its own and leaves it reconnecting forever.
+            client = getattr(result, "client", None)
+            if client is not None:
+                client.close()
+    except BaseException:
+        if area is not None:
+            area.discard()
+        raise
+    if area is not None:
+        publish_run(area, config, sorted(outputs), started_at)
     return output, sorted(outputs)
+
+
+def fleetcast_version() -> str:
+    try:
+        return importlib.metadata.version("fleetcast")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def publish_run(area: publish.StagingArea, config, tables, started_at: str):
+    """Publishes a finished run's staged tables with its manifest, unless a source table
+    had every row rejected: then the run fails and its tables are kept aside."""
+    if "source_counts" in tables:
+        root = area.root
+        problem = all_rejected(
+            area.staged_table(FileSystems.join(root, "source_counts")),
+            area.staged_table(FileSystems.join(root, "dead_letters"),
+                              columns=["source", "table", "reason"]))
+        if problem:
+            kept = area.keep_failed(problem)
+            raise RunFailed(f"{problem}; nothing was published ({root} keeps its previous "
+                            f"results); this run's tables, dead letters included, are in {kept}")
+    # A table loaded from the output root itself stays there, in the new manifest too.
+    carried = [name for name in loaded_tables(config)
+               if getattr(config, name).input.parquet.rstrip("/")
+               == FileSystems.join(area.root, name)]
+    area.publish(area.manifest(
+        carried_tables=carried, name=config.name or None, config=text_format.MessageToString(config),
+        fleetcast_version=fleetcast_version(), started_at=started_at,
+        finished_at=publish.now_utc()))

@@ -47,6 +47,7 @@ class BestFit(UsedOrEmptyPolicy):
     """Weighted-sum Best-Fit, empty hosts last."""
 
     name = "best_fit"
+    uses_exit_estimates = False
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)

@@ -54,7 +54,7 @@ class ClassFirstFit(UsedOrEmptyPolicy):
 
     def placed(self, vm: int, host: int, now_us: int) -> None:
         if self._host_class[host] is None:
-            self._open(host, self.lifetime_class(self._pool.host_vms[host][vm] - now_us))
+            self._open(host, self.lifetime_class(self._pool.vm_exit_us(vm) - now_us))
         super().placed(vm, host, now_us)
 
     def removed(self, vm: int, host: int, now_us: int) -> None:

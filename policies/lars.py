@@ -151,7 +151,7 @@ class Lars:
         self._policy.update(host, now_us)
         self._draining.add(host)
         self.drained_hosts += 1
-        exits = pool.host_vms[host]
+        exits = pool.host_exits_us(host)
         vms = tuple(sorted(exits))
         drain = Drain(now_us, host, vms, tuple(exits[vm] for vm in vms))
         self.drains.append(drain)
@@ -169,7 +169,7 @@ class Lars:
                 self.saved_migrations += 1
                 continue
             demand = self._demands[vm]
-            target = self._policy.select(vm, demand, pool.host_vms[source][vm], now_us)
+            target = self._policy.select(vm, demand, pool.vm_exit_us(vm), now_us)
             if target < 0:
                 self.failed_migrations += 1
                 self.failed.append((drain, vm))
@@ -187,7 +187,7 @@ class Lars:
         pool = self._pool
         demand = self._demands[vm]
         source = pool.vm_host[vm]
-        exit_us = pool.host_vms[source][vm]
+        exit_us = pool.vm_exit_us(vm)
         pool.remove(vm, demand)
         self._policy.removed(vm, source, now_us)
         pool.release(target, demand)

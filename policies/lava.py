@@ -189,7 +189,7 @@ class Lava(PlacementPolicy):
         state = self._state[host]
         if state == EMPTY:
             state = self._state[host] = OPEN
-            self._class[host] = self.lifetime_class(self._pool.host_vms[host][vm] - now_us)
+            self._class[host] = self.lifetime_class(self._pool.vm_exit_us(vm) - now_us)
         if state == OPEN:
             self._set_deadline(host, now_us)
             if self._over_threshold(host):

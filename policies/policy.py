@@ -19,10 +19,15 @@ class PlacementPolicy:
       name: short name used in outputs.
       one_shot: True if the policy is defined on the prediction made at arrival only (LA);
         the replay then never repredicts for it.
+      uses_exit_estimates: False if the policy never reads the exit estimates of VMs already
+        placed (`pool.host_exit_us`, `vm_exit_us`; the arriving VM's own `exit_us` does not
+        count): the replay then does not repredict them, which changes no decision and
+        saves the repredictions. A subclass that reads them must say True.
     """
 
     name = "policy"
     one_shot = False
+    uses_exit_estimates = True
 
     def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
         raise NotImplementedError

@@ -28,6 +28,8 @@ def bucket_of(score: float, weighted_size: float, span: float, num_buckets: int)
 class QuantizedBestFit(UsedOrEmptyPolicy):
     """PBFR with `num_buckets`; DPBFR when `long_lived_num_buckets` is set."""
 
+    uses_exit_estimates = False  # DPBFR reads the arriving VM's prediction only
+
     def __init__(self, num_buckets: int = 3, long_lived_num_buckets: Optional[int] = None,
                  long_lived_threshold_s: float = 7200.0):
         if num_buckets < 1 or (long_lived_num_buckets is not None and long_lived_num_buckets < 1):

@@ -26,7 +26,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 import synthetic
-from pipelines.io.readers import CHUNK_ROWS, iter_lines, json_chunks  # noqa: E402
+from pipelines.io.readers import (  # noqa: E402
+    BLOCK_BYTES,
+    CHUNK_ROWS,
+    iter_lines,
+    json_chunks,
+)
 from pipelines.sources import google_v3, join  # noqa: E402
 from tests.reference import join as reference  # noqa: E402
 
@@ -35,7 +40,8 @@ def parse_table(trace_dir: str, table: str, parser) -> pa.Table:
     tables = []
     for match in FileSystems.match([os.path.join(trace_dir, table, "*")])[0].metadata_list:
         with FileSystems.open(match.path) as handle:
-            for chunk in json_chunks(iter_lines(handle), CHUNK_ROWS):
+            for chunk in json_chunks(iter_lines(iter(lambda: handle.read(BLOCK_BYTES), b"")),
+                                     CHUNK_ROWS):
                 parsed, _ = parser.parse(chunk)
                 tables.append(parsed)
     return pa.concat_tables(tables)

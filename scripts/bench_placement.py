@@ -11,7 +11,8 @@ sources, through the HostExitCache (15-minute refresh): a stand-in with the per-
 shape of a gradient-boosted model (fixed cost per call plus per row), and the real
 LightGBM `UptimeLifetimeModel` as its exact `LifetimeCurves` (the pipeline's uptime_model
 source: curves evaluated before the replay, repredictions are lookups), trained (not timed)
-on another synthetic trace whose job names carry the lifetime signal; the oracle runs again
+on the stage's default examples (absolute ages) of another synthetic trace whose job names
+carry the lifetime signal; the oracle runs again
 on the same prefix for the ratio model / oracle. The reference
 runs on a prefix of the arrivals (`--reference_arrivals`), and the fast replay is timed
 again on the same prefix for the ratio; the model runs use a prefix too
@@ -41,7 +42,7 @@ from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import ModelLifetimes, OracleLifetimes
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
-from predictors.lifetime.examples import make_uptime_examples
+from predictors.lifetime.examples import make_age_examples
 from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 from tests.reference.placement_simulator import simulate_reference
@@ -108,7 +109,7 @@ def trained_model_lifetimes(trace: PlacementTrace, feature: np.ndarray, num_host
     """A small LightGBM uptime model, trained on 20k VMs of another synthetic trace, behind
     the exact reprediction cache over the VMs of `trace`."""
     train_trace, train_feature = synthetic_trace(20_000, num_hosts, 0.8, seed + 1)
-    examples, _ = make_uptime_examples(instances_table(train_trace, train_feature))
+    examples, _ = make_age_examples(instances_table(train_trace, train_feature))
     model = UptimeLifetimeModel(num_trees=100, num_leaves=32, num_threads=1,
                                 early_stopping_rounds=0, features=MODEL_FEATURES,
                                 seed=seed).fit(examples)

@@ -9,6 +9,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 if [ "${1:-}" = "test" ]; then
+  # The report test renders the HTML report in a real headless Chromium (Debian's packages).
+  if ! command -v chromedriver >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver
+  fi
   .venv/bin/python -m pip install --quiet -e ".[test]"
 else
   .venv/bin/python -m pip install --quiet -e .

@@ -4,6 +4,7 @@ conftest.py; the plain functions and constants here also serve module-level code
 
 import glob
 import gzip
+import json
 import os
 import pathlib
 
@@ -110,3 +111,17 @@ def load_azure_instances(path=AZURE_VMTABLE) -> pd.DataFrame:
     instances["deployment_size"] = instances.groupby("deployment_id")["instance_id"] \
         .transform("size").astype(np.int64)
     return instances
+
+
+def write_manifest(root) -> dict:
+    """Writes a successful run manifest (pipelines/io/publish.py) for the Parquet table
+    directories already under `root`, as `fleetcast run` publishes one; returns it."""
+    root = pathlib.Path(root)
+    tables = {d.name: {"files": sorted(f"{d.name}/{f.name}" for f in d.glob("*.parquet"))}
+              for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob("*.parquet"))}
+    for table in tables.values():
+        table["rows"] = sum(pq.ParquetFile(root / f).metadata.num_rows for f in table["files"])
+    manifest = {"fleetcast_manifest": 1, "success": True, "tables": tables,
+                "files": [f for t in tables.values() for f in t["files"]]}
+    (root / "fleetcast_manifest.json").write_text(json.dumps(manifest))
+    return manifest

@@ -148,10 +148,12 @@ def test_load_config_reports_missing_file(tmp_path):
     ("synthetic {} lifetime_model { train_fraction: 1 }",
      "lifetime_model.train_fraction: must be in (0, 1), got 1.0"),
     ("synthetic {} output { bigquery_dataset: 'a.b.c' }",
-     "output.bigquery_dataset: must be 'dataset' or 'project:dataset', got 'a.b.c'"),
+     "output.bigquery_dataset: must be 'dataset' or 'project:dataset' by BigQuery's naming "
+     "rules, got 'a.b.c'"),
     ("usage { input { bigquery_table: 'nodot' } } overcommit { fortune_teller { name: 'o' "
      "oracle {} } }",
-     "usage.input.bigquery_table: must be 'dataset.table' or 'project:dataset.table'"),
+     "usage.input.bigquery_table: must be 'dataset.table' or 'project:dataset.table' by "
+     "BigQuery's naming rules, got 'nodot'"),
 ])
 def test_validation_names_the_field(text, expected):
     problems = _problems(text)

@@ -33,6 +33,7 @@ from predictors.lifetime.examples import (
 from predictors.lifetime.features import REASON_NO_FEATURES
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
 from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.uptime_classifier import UptimeLongLivedClassifier
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 from tests.helpers import run_text_config
 
@@ -228,14 +229,14 @@ def test_models_load_from_their_files_and_reproduce_the_evaluation(hand_made_run
     models = tables["lifetime_models"].set_index("name")
     assert list(tables["lifetime_models"].columns) == schemas.LIFETIME_MODELS.names
     assert list(models.index) == ["uptime", "no_uptime", "uptime_lifetime_fractions",
-                                  "kaplan_meier", "la_classifier"]
+                                  "kaplan_meier", "la_classifier", "uptime_long_lived"]
     assert models["augmentation"].tolist()[:3] == ["ABSOLUTE_AGES", "ABSOLUTE_AGES",
                                                    "LIFETIME_FRACTIONS"]
     assert models["augmentation"].iloc[3:].isna().all()
     assert all(p.startswith(str(output / "models")) for p in models["path"])
     loaded = {name: load_model(path) for name, path in models["path"].items()}
     classes = [UptimeLifetimeModel, UptimeLifetimeModel, UptimeLifetimeModel,
-               KaplanMeierLifetimeModel, LaClassifier]
+               KaplanMeierLifetimeModel, LaClassifier, UptimeLongLivedClassifier]
     assert [type(m) for m in loaded.values()] == classes
     assert not loaded["no_uptime"].use_uptime
     assert models.loc["uptime", "features"][-1] == "log10_uptime_s"
@@ -254,25 +255,31 @@ def test_models_load_from_their_files_and_reproduce_the_evaluation(hand_made_run
                                     cap_s=CAP_S)
     pd.testing.assert_frame_equal(concordance, tables["lifetime_concordance"][
         concordance.columns].astype(concordance.dtypes.to_dict()))
-    # The decisions come from the validation slice of the training period, never the test.
+    # The decisions come from the validation slice of the training period, never the test:
+    # a predicted lifetime for the regressor, a probability for the uptime classifier.
     validation = _validation_part(frame)
-    decisions = decision_thresholds_at_recall(
-        loaded["uptime"], validation, AGES_S, target_recall=0.7,
-        observation_end_us=_expected_split(frame, CAP_S, TRAIN_FRACTION)[0],
-        threshold_s=43200)
-    long_lived = long_lived_metrics(loaded["uptime"], test, observation_end_us=observation_end,
-                                    threshold_s=43200, decision_threshold_s=decisions[0],
-                                    recalls=DEFAULT_RECALLS)
-    by_age = long_lived_by_age(loaded["uptime"], test, AGES_S, decisions,
-                               observation_end_us=observation_end, threshold_s=43200)
-    for name, expected in (("lifetime_long_lived", long_lived), ("lifetime_f1_by_age", by_age)):
-        table = tables[name]
-        table = table[table["model"] == "uptime"].reset_index(drop=True)
-        assert (table["target_recall"] == 0.7).all(), name
-        for column in expected.columns:
-            np.testing.assert_allclose(table[column].to_numpy(np.float64),
-                                       expected[column].to_numpy(np.float64), rtol=0,
-                                       err_msg=f"{name}.{column}")
+    for model_name in ("uptime", "uptime_long_lived"):
+        decisions = decision_thresholds_at_recall(
+            loaded[model_name], validation, AGES_S, target_recall=0.7,
+            observation_end_us=_expected_split(frame, CAP_S, TRAIN_FRACTION)[0],
+            threshold_s=43200)
+        long_lived = long_lived_metrics(
+            loaded[model_name], test, observation_end_us=observation_end, threshold_s=43200,
+            decision_threshold_s=decisions[0], recalls=DEFAULT_RECALLS)
+        by_age = long_lived_by_age(loaded[model_name], test, AGES_S, decisions,
+                                   observation_end_us=observation_end, threshold_s=43200)
+        for name, expected in (("lifetime_long_lived", long_lived),
+                               ("lifetime_f1_by_age", by_age)):
+            table = tables[name]
+            table = table[table["model"] == model_name].reset_index(drop=True)
+            assert (table["target_recall"] == 0.7).all(), name
+            assert len(table) == len(expected), name
+            for column in expected.columns:
+                np.testing.assert_allclose(table[column].to_numpy(np.float64),
+                                           expected[column].to_numpy(np.float64), rtol=0,
+                                           err_msg=f"{model_name} {name}.{column}")
+    assert (tables["lifetime_f1_by_age"].query("model == 'uptime_long_lived'")[
+        "decision_threshold"].between(0, 1)).all()
 
 
 def test_model_files_of_another_kind_or_feature_set_are_clear_errors(hand_made_run, tmp_path):

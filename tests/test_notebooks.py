@@ -19,16 +19,18 @@ from google.protobuf import text_format
 
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
+from pipelines.io.failures import RunFailed
+from tests.helpers import write_manifest
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ("overcommit", "lifetime", "placement")
+NOTEBOOKS = ("overcommit", "lifetime", "placement", "shaping")
 FIGURES = {
-    "overcommit": ["overcommit_violation_rate_cdf.png", "overcommit_violation_severity_cdf.png",
-                   "overcommit_savings_ratio_cdf.png", "overcommit_cell_savings_ratio_cdf.png"],
+    "overcommit": ["overcommit_fig10.png"],
     "lifetime": ["lifetime_f1_vs_uptime.png", "lifetime_error_histogram.png",
                  "lifetime_model_comparison.png"],
     "placement": ["placement_empty_hosts.png", "placement_summary.png",
                   "placement_accuracy_sweep.png"],
+    "shaping": ["shaping_fig2_boxplots.png", "shaping_fig3_heatmaps.png"],
 }
 JUPYTER = Path(sys.executable).parent / "jupyter"  # .venv/bin/jupyter, from jupyter_core
 
@@ -92,15 +94,19 @@ def test_relative_path_prefers_the_working_directory_then_the_repository_root(
         results.results_dir()
     assert str(tmp_path / "fleetcast-test-absent" / "run") in str(error.value)
     assert str(REPO / "fleetcast-test-absent" / "run") in str(error.value)
-    # The repository root: notebooks/ itself is there.
-    assert results.results_dir("notebooks") == REPO / "notebooks"
+    # The repository root: notebooks/ itself is there, but holds no run (no manifest).
+    with pytest.raises(RunFailed, match=f"^{REPO / 'notebooks'}: no successful fleetcast run"):
+        results.results_dir("notebooks")
     # The working directory first.
     (tmp_path / "notebooks").mkdir()
+    write_manifest(tmp_path / "notebooks")
     assert results.results_dir("notebooks") == tmp_path / "notebooks"
     # An absolute path as is; the default is results/demo.
+    write_manifest(tmp_path)
     assert results.results_dir(str(tmp_path)) == tmp_path
     monkeypatch.delenv("FLEETCAST_RESULTS")
     (tmp_path / "results" / "demo").mkdir(parents=True)
+    write_manifest(tmp_path / "results" / "demo")
     assert results.results_dir() == tmp_path / "results" / "demo"
     with pytest.raises(FileNotFoundError, match="absent"):
         results.results_dir(str(tmp_path / "absent"))

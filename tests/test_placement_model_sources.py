@@ -16,9 +16,11 @@ from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
 from policies.nilas import Nilas
+from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import (
     ClassifierLifetimes,
     HostExitCache,
+    NoisyOracleLifetimes,
     ModelLifetimes,
     to_exit_us,
 )
@@ -151,10 +153,11 @@ def test_every_policy_has_a_row_per_model_source_and_accounts_for_every_vm(run):
     assert (summary["placed_vms"] + summary["failed_vms"] + summary["not_replayed_vms"]
             == summary["vms"]).all()
     assert (summary["placements"] > 0).all()
-    # Only the repredicting source runs the host exit cache (for every policy but the
-    # one-shot LA); the one-shot classifier predicts once, at arrival.
+    # Only the repredicting source runs the host exit cache, for the policies that read
+    # exit estimates (not the one-shot LA, not Best-Fit); the one-shot classifier predicts
+    # once, at arrival.
     repredicting = (summary["lifetime_source"] == "uptime_model") & \
-        (summary["policy"] != "la_binary")
+        ~summary["policy"].isin(["la_binary", "best_fit"])
     assert (summary.loc[repredicting, "predictions"] > summary.loc[repredicting, "vms"]).all()
     assert summary.loc[~repredicting, "predictions"].isna().all()
 
@@ -287,38 +290,39 @@ class BruteForceExits:
         return changed
 
 
-@pytest.mark.parametrize("seed, refresh_interval_s", [(0, 0), (1, 300), (2, 900), (3, 60)])
-def test_host_exit_cache_equals_recomputing_every_due_host_from_scratch(seed,
-                                                                        refresh_interval_s):
-    rng = np.random.default_rng(seed)
-    num_vms, num_hosts = 400, 6
-    frame = pd.DataFrame({"a": rng.uniform(10, 3000, num_vms),
-                          "b": rng.uniform(0, 1, num_vms)})
-    arrival_us = np.sort(rng.integers(0, 20_000, num_vms)) * S
-    model = FakeModel()
-    source = ModelLifetimes(model, frame)
-    assert model.encoded == 1
+def replay_cache_against_brute_force(source, reference, arrival_us, refresh_interval_s, rng,
+                                     num_hosts=6):
+    """Random exits, migrations (a VM moved with its exit, as LARS does) and placements
+    through HostExitCache and the brute-force reference: the same exits after every
+    refresh."""
     cache = HostExitCache(source, arrival_us, refresh_interval_s)
     pool = PoolState(PoolSpec.from_shape((1e9, 1e9), num_hosts))
     cache.bind(pool)
-    reference = BruteForceExits(FakeModel(), frame[["a", "b"]].to_numpy(), arrival_us,
-                                refresh_interval_s * S)
     live = []
     for vm, now_us in enumerate(arrival_us.tolist()):
-        # A few exits, then the refresh before the decision, then the placement.
+        # A few exits and migrations, then the refresh before the decision, then the
+        # placement.
         for gone in [v for v in live if rng.random() < 0.08]:
             live.remove(gone)
             host = pool.remove(gone, (1.0, 1.0))
             reference.exits.pop(gone)
             cache.touch(host)
             reference.touched.add(host)
+        for moving in [v for v in live if rng.random() < 0.02]:
+            exit_us = pool.vm_exit_us(moving)
+            source_host = pool.remove(moving, (1.0, 1.0))
+            target = int(rng.integers(0, num_hosts))
+            pool.place(moving, target, (1.0, 1.0), exit_us)
+            cache.touch(source_host)
+            cache.touch(target)
+            reference.touched.update((source_host, target))
         host_vms = [sorted(pool.host_vms[h]) for h in range(num_hosts)]
         # The pool's exits before the refresh are what the reference saw last.
-        assert {v: pool.host_vms[pool.vm_host[v]][v] for v in live} == reference.exits
+        assert {v: pool.vm_exit_us(v) for v in live} == reference.exits
         expected = reference.refresh(now_us, host_vms)
         assert cache.refresh(now_us) == expected
         for host, vms in enumerate(host_vms):
-            assert pool.host_vms[host] == {v: reference.exits[v] for v in vms}
+            assert pool.host_exits_us(host) == {v: reference.exits[v] for v in vms}
             if vms:
                 assert pool.host_exit_us[host] == reference.host_exit(vms)
         host = int(rng.integers(0, num_hosts))
@@ -329,9 +333,38 @@ def test_host_exit_cache_equals_recomputing_every_due_host_from_scratch(seed,
         cache.touch(host)
         reference.touched.add(host)
         live.append(vm)
-    assert cache.num_batches > 0 and cache.num_predictions > cache.num_batches
-    with pytest.raises(ValueError, match="after one at"):
-        cache.refresh(int(arrival_us[-1]) - 1)
+
+
+@pytest.mark.parametrize("seed, refresh_interval_s", [(0, 0), (1, 300), (2, 900), (3, 60)])
+def test_host_exit_cache_equals_recomputing_every_due_host_from_scratch(seed,
+                                                                        refresh_interval_s):
+    rng = np.random.default_rng(seed)
+    num_vms = 400
+    frame = pd.DataFrame({"a": rng.uniform(10, 3000, num_vms),
+                          "b": rng.uniform(0, 1, num_vms)})
+    arrival_us = np.sort(rng.integers(0, 20_000, num_vms)) * S
+    model = FakeModel()
+    source = ModelLifetimes(model, frame)
+    assert model.encoded == 1
+    reference = BruteForceExits(FakeModel(), frame[["a", "b"]].to_numpy(), arrival_us,
+                                refresh_interval_s * S)
+    replay_cache_against_brute_force(source, reference, arrival_us, refresh_interval_s, rng)
+
+
+@pytest.mark.parametrize("seed, refresh_interval_s", [(4, 0), (5, 900), (6, 60)])
+def test_host_exit_cache_with_exact_curves_equals_recomputing_from_scratch(
+        small_model, seed, refresh_interval_s):
+    """The tracked path (heaps of interval ends, rebased exits) gives the model's exits."""
+    model, features = small_model
+    rng = np.random.default_rng(seed)
+    num_vms = 500
+    rows = features[rng.integers(0, len(features), num_vms)]
+    # Seconds to days apart, so that VMs cross many of the model's uptime intervals.
+    arrival_us = np.sort((10 ** rng.uniform(0, 5.3, num_vms) * S).astype(np.int64))
+    source = LifetimeCurves(model, rows)
+    assert source.exit_tracker(arrival_us) is not None
+    reference = BruteForceExits(model, rows, arrival_us, refresh_interval_s * S)
+    replay_cache_against_brute_force(source, reference, arrival_us, refresh_interval_s, rng)
 
 
 def test_model_lifetimes_take_rows_of_the_encoded_table_once():
@@ -424,3 +457,30 @@ def test_replay_with_curves_decides_as_with_direct_model_calls(small_model, poli
     assert (curves.host_of_vm >= 0).sum() > 0.9 * n
     np.testing.assert_array_equal(curves.host_of_vm, direct.host_of_vm)
     assert curves.summary == direct.summary
+
+
+@pytest.mark.parametrize("make_policy", [BestFit, QuantizedBestFit,
+                                         lambda: QuantizedBestFit(long_lived_num_buckets=5)])
+def test_policies_that_read_no_exit_estimate_are_not_repredicted_and_decide_the_same(
+        make_policy):
+    rng = np.random.default_rng(11)
+    n = 3000
+    arrival_us = np.sort(rng.uniform(0, 2 * 86400, n) * S).astype(np.int64)
+    lifetime_s = 10 ** rng.uniform(2, 5, n)
+    trace = PlacementTrace(arrival_us, arrival_us + (lifetime_s * S).astype(np.int64),
+                           rng.choice([[0.25, 0.25], [0.5, 0.25], [0.125, 0.5]], n))
+    spec = PoolSpec.from_shape((1.0, 1.0), 60)
+    source = NoisyOracleLifetimes(lifetime_s, 0.5, seed=1)
+    policy = make_policy()
+    assert not policy.uses_exit_estimates
+    # The same policy told that it reads them: repredicted through the cache.
+    repredicted = type("Repredicted", (type(policy),), {"uses_exit_estimates": True})
+    repredicted_policy = (repredicted(long_lived_num_buckets=5)
+                          if policy.name == "dpbfr" else repredicted())
+    common = dict(warmup_s=0.0, sample_period_s=3600.0, refresh_interval_s=900.0)
+    fast = simulate(trace, spec, policy, source, **common)
+    slow = simulate(trace, spec, repredicted_policy, source, **common)
+    np.testing.assert_array_equal(fast.host_of_vm, slow.host_of_vm)
+    assert "predictions" not in fast.summary and slow.summary["predictions"] > 0
+    del slow.summary["predictions"], slow.summary["prediction_batches"]
+    assert fast.summary == slow.summary

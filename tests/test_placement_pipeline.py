@@ -232,7 +232,7 @@ def test_lars_rows_pair_the_baseline_order_with_the_lifetime_order():
         "empty_hosts_threshold_pct: 60 max_inflight: 1 baseline_seeds: 3 } }").placement
     (spec,) = [s for s in replays.replay_specs(config)
                if s.defrag == "lars_lifetime" and s.lifetimes.kind == "oracle"]
-    out = list(replays.replay((("a", 0), [(pool_input, spec)]), config))
+    out = list(replays.replay((("a", 0), [spec]), config, {"a": pool_input}))
     assert [tag for tag, _ in out] == ["placement_timeseries"] + ["placement_summary"] * 4
     (series,) = [value for tag, value in out if tag == "placement_timeseries"]
     assert set(series.column("defrag").to_pylist()) == {"lars_lifetime"}
@@ -275,7 +275,7 @@ def test_best_fit_until_metrics_warm_start_reaches_simulate_and_the_summary():
     (spec,) = [s for s in specs if s.policy == "nilas" and s.lifetimes.kind == "oracle"]
     pool_input = pools.PoolInput("a", trace, PoolSpec(np.array(
         [[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]])), 0, int(trace.arrival_us.max()))
-    out = dict(replays.replay((("a", 0), [(pool_input, spec)]), config))
+    out = dict(replays.replay((("a", 0), [spec]), config, {"a": pool_input}))
     row = out["placement_summary"][1]
     expected = simulate(trace, pool_input.spec, Nilas(), OracleLifetimes(trace.lifetime_s()),
                         start_us=0, end_us=pool_input.end_us, warmup_s=WARMUP_S,

@@ -257,6 +257,12 @@ class CountingSource:
         return np.maximum(self.lifetime_s[vm_index] - uptime_s, 0.0)
 
 
+class ExitReadingBestFit(BestFit):
+    """Best-Fit's decisions, repredicted as for a policy that reads exit estimates."""
+
+    uses_exit_estimates = True
+
+
 @pytest.mark.parametrize("predicted_lifetime_0_s, refresh_interval_s, batch_at_2h", [
     (36000, 36000, [1, 2]),        # host 1 changed (VM 2 placed at 120 s)
     (3600, 36000, [0, 1, 2]),      # ... and host 0's estimate (1h) has passed
@@ -270,7 +276,7 @@ def test_host_exit_cache_repredicts_changed_expired_and_due_hosts(
     trace = PlacementTrace(arrival_s * S, (arrival_s + lifetime_s) * S,
                            np.array([[6.0, 6.0], [5.0, 5.0], [4.5, 4.5], [1.0, 1.0], [1.0, 1.0]]))
     source = CountingSource([predicted_lifetime_0_s, 36000, 36000, 60, 60])
-    result = simulate(trace, PoolSpec.from_shape((10.0, 10.0), 2), BestFit(), source,
+    result = simulate(trace, PoolSpec.from_shape((10.0, 10.0), 2), ExitReadingBestFit(), source,
                       warmup_s=0, refresh_interval_s=refresh_interval_s, sample_period_s=86400)
     np.testing.assert_array_equal(result.host_of_vm, [0, 1, 1, 0, 0])
     batches = [sorted(vms.tolist()) for vms, _ in source.calls]

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import schemas
-from pipelines.query import QueryError, query, table_dirs
+from pipelines.query import QueryError, query, table_files
+from tests.helpers import write_manifest
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
@@ -30,11 +31,12 @@ def results(tmp_path):
     pq.write_table(pa.table({"source": ["a", "a", "b"], "reason": ["x", "x", "y"]}),
                    dead / "part-0.parquet")
     (tmp_path / "notes.txt").write_text("not a table")
+    write_manifest(tmp_path)
     return tmp_path
 
 
 def test_every_table_directory_is_a_view(results):
-    assert sorted(table_dirs(str(results))) == ["dead_letters", "placement_summary"]
+    assert sorted(table_files(str(results))) == ["dead_letters", "placement_summary"]
     got = query(str(results), "SELECT policy, empty_hosts_pct FROM placement_summary "
                               "WHERE defrag = 'none' ORDER BY empty_hosts_pct DESC")
     assert got.to_pylist() == [{"policy": "nilas", "empty_hosts_pct": 25.5},
@@ -55,7 +57,7 @@ def test_bad_sql_names_the_problem(results, sql, message):
 
 
 def test_a_directory_without_tables_is_reported(tmp_path):
-    with pytest.raises(QueryError, match="no tables"):
+    with pytest.raises(QueryError, match="no successful fleetcast run manifest"):
         query(str(tmp_path), "SELECT 1")
     with pytest.raises(QueryError, match="no such results directory"):
         query(str(tmp_path / "absent"), "SELECT 1")
@@ -88,6 +90,7 @@ def test_the_readme_queries_run_on_the_tables_schemas(tmp_path):
     for name in ("overcommit_machine_metrics", "placement_summary", "dead_letters"):
         (tmp_path / name).mkdir()
         pq.write_table(schemas.TABLES[name].empty_table(), tmp_path / name / "part-0.parquet")
+    write_manifest(tmp_path)
     commands = readme_queries()
     assert len(commands) == 3
     for command in commands:

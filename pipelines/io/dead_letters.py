@@ -5,15 +5,17 @@ accept becomes a dead letter (source, table, reason, raw row) and every chunk re
 rows it read, kept and rejected, so a run can print those counts per source and table.
 """
 
+import collections
 import json
 import math
-from typing import Iterable, Sequence, Union
+import re
+from typing import Iterable, Optional, Sequence, Union
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from pipelines import schemas
+from pipelines import progress, schemas
 
 ROWS = "rows"
 DEAD_LETTERS = "dead_letters"
@@ -24,13 +26,24 @@ class RowError(ValueError):
     """A row that violates the source's schema; the message is the dead-letter reason."""
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Numbers as text: ASCII digits only (Python's int() and float() also take "١٢٣" and "1_0").
+_INTEGER_TEXT = re.compile(r"-?[0-9]+\Z")
+_NUMBER_TEXT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z"
+                          r"|[-+]?(nan|inf|infinity)\Z", re.IGNORECASE)
+
+
 def get_field(row: dict, *path: str):
-    """row[path[0]][path[1]]..., or the flat CSV key "a.b" / "a_b"; None when absent."""
+    """row[path[0]][path[1]]..., or the flat CSV key "a.b" / "a_b"; None when absent. A value
+    on the path that is neither a record nor missing (`"resource_request": "garbage"`) is a
+    RowError, not an absent field."""
     value = row.get(path[0])
     if len(path) == 1:
         return value
     if isinstance(value, dict):
         return get_field(value, *path[1:])
+    if not _missing(value):
+        raise RowError(f"{path[0]} is not a record: {value!r}")
     for sep in (".", "_"):
         flat = row.get(sep.join(path))
         if flat is not None:
@@ -48,32 +61,38 @@ def _at_least(number, field: str, min_value):
     return number
 
 
+def _not_bool(value, field: str):
+    if isinstance(value, bool):
+        raise RowError(f"{field} is a boolean, not a number: {value!r}")
+
+
 def to_int(value, field: str, required: bool = True, min_value=None):
-    """An integer from an int, an integral float or a decimal string (BigQuery JSON)."""
-    if type(value) is int:  # the common case, checked first: parsing is per row
+    """An int64 from an int, an integral float or a decimal string of ASCII digits (BigQuery
+    JSON); booleans, other text and integers outside int64 are errors."""
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:  # the common case, first
         return _at_least(value, field, min_value)
     if _missing(value):
         if required:
             raise RowError(f"missing {field}")
         return None
-    try:
-        if isinstance(value, str):
-            value = value.strip()
-            number = int(value) if value.lstrip("-").isdigit() else float(value)
-        else:
-            number = value
-        if isinstance(number, float):
-            if not number.is_integer():
-                raise ValueError
-            number = int(number)
+    _not_bool(value, field)
+    number = value
+    if isinstance(value, str):
+        text = value.strip()
+        number = (int(text) if _INTEGER_TEXT.match(text)
+                  else float(text) if _NUMBER_TEXT.match(text) else None)
+    if isinstance(number, float) and number.is_integer():
         number = int(number)
-    except (TypeError, ValueError, OverflowError):
-        raise RowError(f"{field} is not an integer: {value!r}") from None
+    if type(number) is not int:
+        raise RowError(f"{field} is not an integer: {value!r}")
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise RowError(f"{field} is outside int64: {value!r}")
     return _at_least(number, field, min_value)
 
 
 def to_float(value, field: str, required: bool = True, min_value=None):
-    """A finite float; NaN and infinities are errors, as is a value below `min_value`."""
+    """A finite float from a number or decimal text of ASCII digits; NaN, infinities,
+    booleans and other text are errors, as is a value below `min_value`."""
     if type(value) is float and math.isfinite(value) and (min_value is None
                                                           or value >= min_value):
         return value
@@ -81,9 +100,12 @@ def to_float(value, field: str, required: bool = True, min_value=None):
         if required:
             raise RowError(f"missing {field}")
         return None
+    _not_bool(value, field)
+    if isinstance(value, str) and not _NUMBER_TEXT.match(value.strip()):
+        raise RowError(f"{field} is not a number: {value!r}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise RowError(f"{field} is not a number: {value!r}") from None
     if not math.isfinite(number):
         raise RowError(f"{field} is not finite: {value!r}")
@@ -211,12 +233,52 @@ def sum_counts(values: Iterable[tuple]) -> tuple:
                                         axis=0))
 
 
+# Rows this worker process has parsed, per (source, table), for its progress lines.
+_ROWS_SEEN = {}
+_ROWS_LOG = progress.Throttle()
+
+
+def count_source_rows(element):
+    """Counts one chunk's ((source, table), (read, kept, rejected)) in the Beam counters
+    <source>.<table>.rows_read / rows_kept / rows_rejected, and logs this worker's totals
+    now and then; returns the element."""
+    (source, table), numbers = element
+    seen = _ROWS_SEEN.setdefault((source, table), np.zeros(3, dtype=np.int64))
+    seen += numbers
+    for name, value in zip(("rows_read", "rows_kept", "rows_rejected"), numbers):
+        progress.count(f"{source}.{table}.{name}", value)
+    if _ROWS_LOG.ready():
+        progress.report("reading %s: %s", source, ", ".join(
+            f"{t} {int(n[0]):,} rows" for (s, t), n in sorted(_ROWS_SEEN.items())
+            if s == source))
+    return element
+
+
+def all_rejected(source_counts: pa.Table, dead: Optional[pa.Table]) -> Optional[str]:
+    """Why a run must fail when a source table read rows and kept none (a wrong file, a
+    wrong format or column order: results without its rows would look valid), with its most
+    common dead-letter reason; None when every table kept rows or read none."""
+    problems = []
+    for row in source_counts.to_pylist():
+        if row["read"] and not row["kept"]:
+            reasons = collections.Counter(
+                r["reason"] for r in (dead.to_pylist() if dead is not None else ())
+                if (r["source"], r["table"]) == (row["source"], row["table"]))
+            common = (f" (most common reason, {reasons.most_common(1)[0][1]:,} rows: "
+                      f"{reasons.most_common(1)[0][0]})" if reasons else "")
+            problems.append(f"every row of {row['source']}.{row['table']} was rejected: "
+                            f"{row['rejected']:,} of {row['read']:,}{common}")
+    return "; ".join(sorted(problems)) or None
+
+
 class SummarizeCounts(beam.PTransform):
-    """((source, table), (read, kept, rejected)) elements → one SOURCE_COUNTS table."""
+    """((source, table), (read, kept, rejected)) elements → one SOURCE_COUNTS table (and the
+    per-source Beam counters)."""
 
     def expand(self, pcoll):
         return (
             pcoll
+            | "CountRows" >> beam.Map(count_source_rows)
             | "Sum" >> beam.CombinePerKey(sum_counts)
             | "Row" >> beam.Map(lambda kv: pa.table({
                 "source": [kv[0][0]], "table": [kv[0][1]], "read": [kv[1][0]],

@@ -7,21 +7,76 @@ The parsers that turn chunks into Arrow tables (fused with the read, so the dict
 serialized) live with each source.
 """
 
+import bz2
 import csv
 import dataclasses
 import json
+import lzma
+import zlib
 from typing import List, Optional
 
 import apache_beam as beam
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
+import zstandard
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
 
 from configs import fleetcast_pb2
+from pipelines.io.failures import RunFailed
 
 CHUNK_ROWS = 20_000
+BLOCK_BYTES = 1 << 20
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark
 
 Format = fleetcast_pb2.TableInput.Format
+
+
+# Every compressed format Beam detects from a file's ending, as a new streaming
+# decompressor per member (gzip and bzip2 files may hold several concatenated members).
+_DECOMPRESSORS = {
+    CompressionTypes.GZIP: lambda: zlib.decompressobj(zlib.MAX_WBITS | 16),
+    CompressionTypes.BZIP2: bz2.BZ2Decompressor,
+    CompressionTypes.LZMA: lzma.LZMADecompressor,
+    CompressionTypes.ZSTD: lambda: zstandard.ZstdDecompressor().decompressobj(),
+    CompressionTypes.DEFLATE: zlib.decompressobj,
+}
+_CORRUPT = (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
+
+
+def _members(raw, new_decompressor, block_bytes):
+    """Decompressed blocks of every member of a compressed stream; EOFError when the stream
+    ends inside a member (Beam's own reader returns what it has instead)."""
+    decompressor, started = new_decompressor(), False
+    while block := raw.read(block_bytes):
+        started = True
+        while block:
+            if decompressor.eof:
+                decompressor = new_decompressor()
+            yield decompressor.decompress(block)
+            block = decompressor.unused_data if decompressor.eof else b""
+    if not started:
+        raise EOFError("the file is empty")
+    if not decompressor.eof:
+        raise EOFError("the file ends before its end-of-stream marker (truncated?)")
+
+
+def file_blocks(readable_file, block_bytes: int = BLOCK_BYTES):
+    """The bytes of a matched file in blocks, decompressed by its ending (.gz, .bz2, .xz,
+    .zst, .deflate). A compressed file that is cut short or corrupt fails the run (RunFailed,
+    naming it): the rows lost inside it could not be counted as dead letters."""
+    path = readable_file.metadata.path
+    compression = CompressionTypes.detect_compression_type(path)
+    with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        if compression not in _DECOMPRESSORS:
+            while block := raw.read(block_bytes):
+                yield block
+            return
+        try:
+            yield from _members(raw, _DECOMPRESSORS[compression], block_bytes)
+        except _CORRUPT as e:
+            raise RunFailed(f"{path}: not a valid {compression} file: {e}") from None
 
 
 @dataclasses.dataclass
@@ -53,42 +108,67 @@ def file_format(table_input) -> int:
     return Format.JSON
 
 
-def iter_lines(handle, block_bytes: int = 1 << 24):
-    """Decoded lines of a binary file handle, read in blocks (any Beam file, compressed too)."""
-    rest = b""
-    while True:
-        block = handle.read(block_bytes)
-        if not block:
-            break
+class InvalidUtf8(str):
+    """A line that is not valid UTF-8, as text with U+FFFD for its bad bytes."""
+
+
+def _decoded(line: bytes) -> str:
+    try:
+        return line.decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError:
+        return InvalidUtf8(line.decode("utf-8", errors="replace").rstrip("\r"))
+
+
+def iter_lines(blocks):
+    """Decoded lines of a file's blocks of bytes, without a leading UTF-8 byte order mark; a
+    line that is not valid UTF-8 comes as an InvalidUtf8."""
+    rest, first = b"", True
+    for block in blocks:
         lines = (rest + block).split(b"\n")
         rest = lines.pop()
+        if lines and first:
+            lines[0], first = lines[0].removeprefix(BOM), False
         for line in lines:
-            yield line.decode("utf-8", errors="replace").rstrip("\r")
+            yield _decoded(line)
     if rest:
-        yield rest.decode("utf-8", errors="replace").rstrip("\r")
+        yield _decoded(rest.removeprefix(BOM) if first else rest)
+
+
+def _json_row(text: str):
+    """(row, None) for a line holding a JSON object, else (None, the reason)."""
+    if isinstance(text, InvalidUtf8):
+        return None, "not valid UTF-8"
+    try:
+        row = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # orjson is strict; the standard parser also reads NaN / Infinity literals, so such a
+        # row is rejected for its value, with a precise reason, not as garbage. It also reads
+        # lone surrogates ("\ud800"), which no UTF-8 table can hold.
+        try:
+            row = json.loads(text)
+            json.dumps(row, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return None, "invalid Unicode: a lone surrogate (\\ud800-\\udfff)"
+        except ValueError as e:
+            return None, f"unparseable JSON: {e}"
+    if not isinstance(row, dict):
+        return None, f"JSON row is not an object: {text[:40]}"
+    return row, None
 
 
 def json_chunks(lines, chunk_rows=CHUNK_ROWS):
-    """Chunks of newline-delimited JSON objects; a bad line is undecodable, not fatal."""
+    """Chunks of newline-delimited JSON objects; a line that is not one (bad JSON, `null`, a
+    list, invalid UTF-8) is undecodable, not fatal. Blank lines are no rows."""
     chunk = RowChunk([], [])
     for text in lines:
         if not text.strip():
             continue
-        try:
-            row = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            # orjson is strict; the standard parser also reads NaN / Infinity literals, so
-            # such a row is rejected for its value, with a precise reason, not as garbage.
-            try:
-                row = json.loads(text)
-            except ValueError as e:
-                chunk.undecodable.append((f"unparseable JSON: {e}", text))
-                row = None
-        if isinstance(row, dict):
+        row, reason = _json_row(text)
+        if reason is None:
             chunk.rows.append(row)
             chunk.raw.append(text)
-        elif row is not None:
-            chunk.undecodable.append(("JSON row is not an object", text))
+        else:
+            chunk.undecodable.append((reason, text))
         if len(chunk.rows) + len(chunk.undecodable) >= chunk_rows:
             yield chunk
             chunk = RowChunk([], [])
@@ -96,18 +176,27 @@ def json_chunks(lines, chunk_rows=CHUNK_ROWS):
         yield chunk
 
 
+def _valid_utf8(lines, undecodable: list):
+    """`lines` without the InvalidUtf8 ones, which go to `undecodable` with their reason."""
+    for line in lines:
+        if isinstance(line, InvalidUtf8):
+            undecodable.append(("not valid UTF-8", line))
+        else:
+            yield line
+
+
 def csv_chunks(lines, chunk_rows=CHUNK_ROWS, fieldnames=None):
     """Chunks of CSV rows as dicts. Without `fieldnames` the first line is the header.
 
-    A row with a different number of fields than the header is undecodable.
+    A row with a different number of fields than the header, or a line that is not valid
+    UTF-8, is undecodable.
     """
-    reader = csv.reader(lines)
+    invalid = []
+    reader = csv.reader(_valid_utf8(lines, invalid))
     if fieldnames is None:
         fieldnames = next(reader, None)
-        if fieldnames is None:
-            return
     chunk = RowChunk([], [])
-    for values in reader:
+    for values in reader if fieldnames is not None else ():
         if not values:
             continue
         raw = ",".join(values)
@@ -117,9 +206,12 @@ def csv_chunks(lines, chunk_rows=CHUNK_ROWS, fieldnames=None):
         else:
             chunk.rows.append(dict(zip(fieldnames, values)))
             chunk.raw.append(raw)
-        if len(chunk.rows) + len(chunk.undecodable) >= chunk_rows:
+        if len(chunk.rows) + len(chunk.undecodable) + len(invalid) >= chunk_rows:
+            chunk.undecodable.extend(invalid)
+            invalid.clear()
             yield chunk
             chunk = RowChunk([], [])
+    chunk.undecodable.extend(invalid)
     if chunk.rows or chunk.undecodable:
         yield chunk
 
@@ -139,13 +231,18 @@ class _ReadFileChunks(beam.DoFn):
         self._fieldnames = fieldnames
 
     def process(self, readable_file):
-        with readable_file.open() as handle:
-            if self._format == Format.PARQUET:
-                yield from _parquet_chunks(handle, self._chunk_rows)
-            elif self._format == Format.CSV:
-                yield from csv_chunks(iter_lines(handle), self._chunk_rows, self._fieldnames)
-            else:
-                yield from json_chunks(iter_lines(handle), self._chunk_rows)
+        if self._format == Format.PARQUET:
+            with readable_file.open() as handle:
+                try:
+                    yield from _parquet_chunks(handle, self._chunk_rows)
+                except pa.ArrowInvalid as e:
+                    raise RunFailed(f"{readable_file.metadata.path}: not a readable Parquet "
+                                     f"file: {e}") from None
+        elif self._format == Format.CSV:
+            yield from csv_chunks(iter_lines(file_blocks(readable_file)), self._chunk_rows,
+                                  self._fieldnames)
+        else:
+            yield from json_chunks(iter_lines(file_blocks(readable_file)), self._chunk_rows)
 
 
 class ReadFileChunks(beam.PTransform):

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import schemas
+from pipelines import progress, schemas
+from pipelines.io import publish
 
 _BIGQUERY_TYPES = {
     pa.int64(): "INTEGER",
@@ -35,7 +36,8 @@ _BIGQUERY_TYPES = {
 
 
 def bigquery_schema(schema: pa.Schema) -> dict:
-    """The BigQuery table schema (as WriteToBigQuery takes it) of an Arrow schema."""
+    """The BigQuery table schema (as WriteToBigQuery takes it) of an Arrow schema; a field's
+    description (pipelines.schemas.column) becomes its BigQuery description."""
     fields = []
     for field in schema:
         if pa.types.is_list(field.type):
@@ -44,6 +46,8 @@ def bigquery_schema(schema: pa.Schema) -> dict:
         else:
             fields.append({"name": field.name, "type": _BIGQUERY_TYPES[field.type],
                            "mode": "NULLABLE" if field.nullable else "REQUIRED"})
+        if schemas.description(field):
+            fields[-1]["description"] = schemas.description(field)
     return {"fields": fields}
 
 
@@ -62,13 +66,6 @@ def _bigquery_rows(table: pa.Table, list_columns):
             if row[name] is None:
                 row[name] = []  # BigQuery REPEATED fields cannot be null.
         yield row
-
-
-def clear_dir(path: str):
-    """Deletes a previous run's files of a Parquet dataset (the sink truncates, like BigQuery's
-    WRITE_TRUNCATE, so shards of an older run never mix with the new ones)."""
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
 
 
 def shard_of_table(table: pa.Table, num_shards: int) -> int:
@@ -161,6 +158,7 @@ class _WriteShard(beam.DoFn):
         if FileSystems.exists(path):
             FileSystems.delete([path])
         FileSystems.rename([temporary], [path])
+        progress.count(f"{name}.rows_written", rows)
         yield path, rows
 
 
@@ -182,7 +180,9 @@ class WriteParquetShards(beam.PTransform):
 
     def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int):
         super().__init__()
-        self._targets = dict(targets)
+        # Within a run, into its staging area: the run publishes the files when it succeeds.
+        self._targets = {name: target._replace(directory=publish.staged_dir(target.directory))
+                         for name, target in targets.items()}
         self._num_shards = num_shards
 
     def expand(self, tables_by_name):
@@ -309,12 +309,17 @@ class ReadTable(beam.PTransform):
     def expand(self, pbegin):
         if self._location.WhichOneof("location") == "parquet":
             # fileio + pyarrow rather than ReadFromParquetBatched, which the DaskRunner does
-            # not translate (it would read nothing).
+            # not translate (it would read nothing). A table of a fleetcast run is the files
+            # its manifest lists (publish.parquet_files_of); any other directory, every
+            # *.parquet file in it.
+            directory = self._location.parquet
+            files = publish.parquet_files_of(directory)
+            matched = (pbegin | "Match" >> fileio.MatchFiles(
+                FileSystems.join(directory, "*.parquet"), empty_match_treatment="DISALLOW")
+                       if files is None else
+                       pbegin | "Files" >> beam.Create(files) | "Match" >> fileio.MatchAll())
             return (
-                pbegin
-                | "Match" >> fileio.MatchFiles(FileSystems.join(self._location.parquet,
-                                                                "*.parquet"),
-                                               empty_match_treatment="DISALLOW")
+                matched
                 | "Open" >> fileio.ReadMatches()
                 | "Spread" >> beam.Reshuffle()
                 | "ReadParquet" >> beam.FlatMap(_parquet_batches, self._schema))

@@ -9,6 +9,7 @@ The trace has no hosts: `machines` is empty and the placement config gives host 
 """
 
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -21,9 +22,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from configs.units import DAY_US
 from pipelines import schemas
+from pipelines.io.failures import RunFailed
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
+    INT64_MAX,
     ROWS,
     SplitByTag,
     counts,
@@ -58,40 +61,60 @@ def chosen_machine_type(connection, machine_type_id=None) -> int:
 
 
 def read_packing_trace(path: str, machine_type_id=None):
-    """Yields (instances table, dead letters table, (read, kept, rejected)) per chunk."""
+    """Yields (instances table, dead letters table, (read, kept, rejected)) per chunk. A file
+    that is not SQLite, or lacks the trace's tables, fails the run naming it."""
     local, tmp = _local_copy(path)
     try:
         connection = sqlite3.connect(f"file:{local}?mode=ro", uri=True)
-        machine_type = chosen_machine_type(connection, machine_type_id)
-        sizes = {int(vm_type): (core, memory) for vm_type, core, memory in connection.execute(
-            "SELECT vmTypeId, core, memory FROM vmType WHERE machineId = ?", (machine_type,))}
-        cursor = connection.execute(
-            "SELECT vmId, tenantId, vmTypeId, priority, starttime, endtime FROM vm ORDER BY vmId")
-        pool = f"machine_type_{machine_type}"
-        while True:
-            rows = cursor.fetchmany(CHUNK_ROWS)
-            if not rows:
-                break
-            yield _chunk(rows, sizes, pool, machine_type)
-        connection.close()
+        try:
+            machine_type = chosen_machine_type(connection, machine_type_id)
+            sizes = {vm_type: (core, memory) for vm_type, core, memory in connection.execute(
+                "SELECT vmTypeId, core, memory FROM vmType WHERE machineId = ?",
+                (machine_type,))}
+            cursor = connection.execute("SELECT vmId, tenantId, vmTypeId, priority, starttime, "
+                                        "endtime FROM vm ORDER BY vmId")
+            pool = f"machine_type_{machine_type}"
+            while rows := cursor.fetchmany(CHUNK_ROWS):
+                yield _chunk(rows, sizes, pool, machine_type)
+        except (sqlite3.DatabaseError, ValueError) as e:
+            raise RunFailed(f"{path}: not an Azure packing trace (SQLite with tables vm and "
+                            f"vmType): {e}") from None
+        finally:
+            connection.close()
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _number(value) -> bool:
+    """SQLite is loosely typed: a numeric column may hold text or a blob."""
+    return type(value) in (int, float)
+
+
+def _days(value) -> bool:
+    """A finite number of days whose µs fit in int64."""
+    return _number(value) and math.isfinite(value) and abs(value) * DAY_US < INT64_MAX
+
+
 def _reject_reason(row, sizes, machine_type):
-    vm_id, _, vm_type, _, start, end = row
+    vm_id, _, vm_type, priority, start, end = row
     if vm_id is None:
         return "missing vmId"
-    if start is None or not np.isfinite(start):
+    if start is None:
         return "missing starttime"
+    for name, value in (("starttime", start), ("endtime", end)):
+        if value is not None and not _days(value):
+            return f"{name} is not a finite number of days: {value!r}"
+    if priority is not None and type(priority) is not int:
+        return f"priority is not an integer: {priority!r}"
     if end is not None and end <= start:
         return f"endtime {end} is not after starttime {start}"
     if vm_type not in sizes:
-        return f"vmTypeId {vm_type} has no size on machine type {machine_type}"
+        return f"vmTypeId {vm_type!r} has no size on machine type {machine_type}"
     core, memory = sizes[vm_type]
-    if not (core and core > 0 and memory is not None and memory >= 0):
-        return f"vmTypeId {vm_type} has an invalid size (core={core}, memory={memory})"
+    if not (_number(core) and _number(memory) and math.isfinite(core + memory)
+            and core > 0 and memory >= 0):
+        return f"vmTypeId {vm_type} has an invalid size (core={core!r}, memory={memory!r})"
     return None
 
 
@@ -104,7 +127,8 @@ def _chunk(rows, sizes, pool, machine_type):
         else:
             reasons.append(reason)
             raws.append(json.dumps(dict(zip(
-                ("vmId", "tenantId", "vmTypeId", "priority", "starttime", "endtime"), row))))
+                ("vmId", "tenantId", "vmTypeId", "priority", "starttime", "endtime"), row)),
+                default=repr))  # a blob in a loosely typed column
     n = len(keep)
     vm_id, tenant, vm_type, priority, start, end = (list(c) for c in zip(*keep)) if keep \
         else ([],) * 6

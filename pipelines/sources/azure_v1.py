@@ -24,6 +24,7 @@ from pipelines.io import sharding
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
+    INT64_MAX,
     ROWS,
     ChunkParser,
     ParseChunks,
@@ -71,9 +72,14 @@ def _size(value, field: str):
 
 
 def _seconds_to_us(value, field: str, required: bool):
-    """Seconds (fractional in some exports) → integer µs."""
+    """Seconds (fractional in some exports) → integer µs; a time past int64 µs (year 294,000)
+    is an error."""
     seconds = to_float(value, field, required=required, min_value=0)
-    return None if seconds is None else int(round(seconds * US_PER_S))
+    if seconds is None:
+        return None
+    if seconds * US_PER_S >= INT64_MAX:
+        raise RowError(f"{field} is outside int64 microseconds: {value!r}")
+    return int(round(seconds * US_PER_S))
 
 
 def _percent(value, field: str, required: bool):

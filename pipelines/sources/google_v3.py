@@ -366,6 +366,9 @@ def build_shard(element, pool: str):
         if instances.num_rows:
             yield "instances", instances
         if dead.num_rows:
+            # Parsed events that turn out contradictory move from kept to rejected, so the
+            # counts of instance_events still close: read = kept + rejected.
+            yield COUNTS, counts(SOURCE, "instance_events", 0, -dead.num_rows, dead.num_rows)
             yield DEAD_LETTERS, dead
     if usage.num_rows:
         joined, dead = join_usage(events, usage)
@@ -437,8 +440,7 @@ def _validate_table_input(check, message, field: str, required: bool):
     elif which == "path":
         check.path_exists(message.path, f"{field}.path")
     elif which == "bigquery_table":
-        check.require("." in message.bigquery_table, f"{field}.bigquery_table",
-                      "must be 'dataset.table' or 'project:dataset.table'")
+        check.bigquery_table(message.bigquery_table, f"{field}.bigquery_table")
 
 
 def validate_config(check, source, field: str = "google_v3"):

@@ -4,7 +4,7 @@ output directory, then read like the real trace (the same files a user would exp
 from apache_beam.io.filesystems import FileSystems
 
 from configs import fleetcast_pb2
-from pipelines.io import sinks
+from pipelines.io import publish
 from pipelines.sources.google_v3 import ReadGoogleV3
 
 SYNTHETIC_TRACE_DIR = "synthetic_trace"
@@ -17,11 +17,11 @@ def synthetic_as_google_v3(options, work_dir: str) -> fleetcast_pb2.GoogleV3Sour
     the source that reads it."""
     import synthetic  # the generator is only needed for this source
 
-    trace_dir = FileSystems.join(work_dir, SYNTHETIC_TRACE_DIR)
+    # Within a run, generated into its staging area and published with its tables.
+    trace_dir = publish.staged_dir(FileSystems.join(work_dir, SYNTHETIC_TRACE_DIR))
     kwargs = dict(machines=options.machines, days=options.days, seed=options.seed)
     if options.HasField("arrival_rate_per_machine_hour"):
         kwargs["arrival_rate_per_machine_hour"] = options.arrival_rate_per_machine_hour
-    sinks.clear_dir(trace_dir)
     synthetic.generate(trace_dir, **kwargs)
     source = fleetcast_pb2.GoogleV3Source()
     for table in GOOGLE_V3_TABLES:
@@ -38,5 +38,6 @@ def validate_config(check, options, field: str = "synthetic"):
     """Checks a SyntheticSource message (configs/checks.py Checker)."""
     check.positive(options, "machines", field)
     check.positive(options, "days", field)
+    check.positive(options, "seed", field, allow_zero=True)
     if options.HasField("arrival_rate_per_machine_hour"):
         check.positive(options, "arrival_rate_per_machine_hour", field)

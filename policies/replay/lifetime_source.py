@@ -28,11 +28,15 @@ was placed on it or left it, if its exit estimate has passed, or if its last rep
 is older than `refresh_interval_s`. `refresh_interval_s = 0` repredicts every used host before
 every decision (no cache).
 
-A source may also offer `exit_tracker(arrival_us)`, returning None or an object whose
-`exits_us(vms: list, now_us) -> list` gives the same predicted exits as
-`to_exit_us(now_us, predict_remaining_s(vms, uptimes))` (LifetimeCurves does, from its
-curves); `HostExitCache` then repredicts host by host with it and no numpy calls, the cost
-of a refresh being a few list operations per VM.
+A source may also offer `exit_tracker(arrival_us)`, returning None or an object with lists
+`remaining_us` and `until_us` per VM and `advance(vms: list, now_us)`, after which
+`now_us + remaining_us[vm]` is `to_exit_us(now_us, predict_remaining_s([vm], [uptime]))`,
+constant in `remaining_us` until `until_us[vm]` (LifetimeCurves does, from its exact
+curves: a LightGBM model is a step function of the uptime). `HostExitCache` then
+repredicts host by host with no numpy calls, and a host reprediction costs O(1) plus
+O(log) per VM placed on the host since, or moved to its next interval, since the last one:
+a heap per host orders its VMs by the end of their current interval, and the pool's
+`exit_base_us` moves every other exit at once.
 """
 
 import collections
@@ -180,6 +184,12 @@ class HostExitCache:
     def bind(self, pool: PoolState) -> None:
         self._pool = pool
         self._dirty = set(h for h in range(pool.num_hosts) if pool.host_vms[h])
+        if self._tracker is not None:
+            # Every VM placed so far (the warm-up) is new to the first reprediction.
+            new_vms = pool.track_new_vms()
+            for host, vms in enumerate(pool.host_vms):
+                new_vms[host].extend(vms)
+            self._interval_ends = [[] for _ in range(pool.num_hosts)]
         self._due_us = [None] * pool.num_hosts  # when each host's reprediction is due
         self._due = collections.deque()  # (due_us, host), in due order
         self._exits = []  # heap of (host exit estimate at its reprediction, host)
@@ -208,15 +218,37 @@ class HostExitCache:
         return changed
 
     def _refresh_tracked(self, hosts: list, now_us: int) -> list:
-        """Repredicts `hosts` with the source's exit tracker; returns those that changed."""
-        pool = self._pool
-        host_vms, host_exit_us = pool.host_vms, pool.host_exit_us
-        set_predicted_exits, exits_us = pool.set_predicted_exits, self._tracker.exits_us
+        """Repredicts `hosts` with the source's exit tracker; returns those that changed.
+
+        A host's VMs whose remaining lifetime may differ from the value the pool holds are
+        those placed since (`new_vms`) and those whose interval ended (popped from the
+        host's heap of (interval end, VM); entries of VMs gone or moved on are skipped).
+        """
+        pool, tracker = self._pool, self._tracker
+        host_vms, host_exit_us, new_vms = pool.host_vms, pool.host_exit_us, pool.new_vms
+        remaining, until, advance = tracker.remaining_us, tracker.until_us, tracker.advance
+        heappush, heappop = heapq.heappush, heapq.heappop
         changed = []
         for host in hosts:
-            vms = list(host_vms[host])
+            vms = host_vms[host]
+            ends = self._interval_ends[host]
+            moved = [vm for vm in new_vms[host] if vm in vms]
+            new_vms[host] = []
+            while ends and ends[0][0] < now_us:
+                end_us, vm = heappop(ends)
+                if until[vm] == end_us and vm in vms:
+                    moved.append(vm)
             old_exit = host_exit_us[host]
-            set_predicted_exits(host, vms, exits_us(vms, now_us))
+            if moved:
+                advance(moved, now_us)
+                for vm in moved:
+                    heappush(ends, (until[vm], vm))
+                pool.set_remaining(host, now_us, moved, [remaining[vm] for vm in moved])
+                if len(ends) > 2 * len(vms) + 16:
+                    ends[:] = [(until[vm], vm) for vm in vms]
+                    heapq.heapify(ends)
+            else:
+                pool.rebase_exits(host, now_us)
             self.num_predictions += len(vms)
             if host_exit_us[host] != old_exit:
                 changed.append(host)
@@ -230,16 +262,16 @@ class HostExitCache:
         num_vms = sum(map(len, vms))
         vm_index = np.fromiter(itertools.chain.from_iterable(vms), np.int64, num_vms)
         uptime_s = (now_us - self._arrival_us[vm_index]) / US_PER_S
-        exits_us = to_exit_us(now_us, self._source.predict_remaining_s(vm_index, uptime_s))
+        remaining_us = to_exit_us(0, self._source.predict_remaining_s(vm_index, uptime_s))
         self.num_predictions += num_vms
-        exits_us = exits_us.tolist()
-        host_exit_us, set_predicted_exits = pool.host_exit_us, pool.set_predicted_exits
+        remaining_us = remaining_us.tolist()
+        host_exit_us, set_remaining = pool.host_exit_us, pool.set_remaining
         changed = []
         start = 0
         for host, host_vms in zip(hosts, vms):
             end = start + len(host_vms)
             old_exit = host_exit_us[host]
-            set_predicted_exits(host, host_vms, exits_us[start:end])
+            set_remaining(host, now_us, host_vms, remaining_us[start:end])
             start = end
             if host_exit_us[host] != old_exit:
                 changed.append(host)

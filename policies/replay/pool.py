@@ -110,8 +110,15 @@ class PoolState:
 
     Attributes (per host h, Python lists):
       room[h]: list of D floats, capacity * (1 + FIT_TOLERANCE) minus the demand placed.
-      host_vms[h]: dict live VM index -> its predicted exit time (us).
+      host_vms[h]: dict live VM index -> its predicted exit time (us) minus
+        `exit_base_us[h]`; read exits with `vm_exit_us` / `host_exits_us`.
+      exit_base_us[h]: 0, or for a repredicting lifetime source the time of the host's last
+        reprediction, when every value of host_vms[h] not placed since is that VM's
+        remaining lifetime (us): a reprediction that changes no remaining lifetime then
+        moves every exit of the host by moving the base, in O(1) (`rebase_exits`).
       host_exit_us[h]: the latest predicted exit of the host's VMs (NO_EXIT_US if none).
+      new_vms[h]: None, or (after `track_new_vms`) the VMs placed on h since the caller
+        last cleared the list.
       occupancy[h]: live VMs plus in-flight migration reservations; 0 means empty.
       available[h]: False while the host is being drained (no new placements).
       free_key[h]: the host's Best-Fit key (score(h), h, room[h][0], room[h][-1]), or None
@@ -134,6 +141,8 @@ class PoolState:
         self.room = self.limit.tolist()
         self.host_vms = [dict() for _ in range(self.num_hosts)]
         self.host_exit_us = [NO_EXIT_US] * self.num_hosts
+        self.exit_base_us = [0] * self.num_hosts
+        self.new_vms = None
         self.occupancy = [0] * self.num_hosts
         self.available = [True] * self.num_hosts
         self.vm_host = {}
@@ -177,22 +186,39 @@ class PoolState:
     def place(self, vm: int, host: int, demand: Sequence[float], exit_us: int) -> None:
         """Puts `vm` on `host` with predicted exit `exit_us`; the caller checked the fit."""
         self.hold(host, demand)
-        self.host_vms[host][vm] = exit_us
+        self.host_vms[host][vm] = exit_us - self.exit_base_us[host]
         if exit_us > self.host_exit_us[host]:
             self.host_exit_us[host] = exit_us
         self.vm_host[vm] = host
+        if self.new_vms is not None:
+            self.new_vms[host].append(vm)
 
     def remove(self, vm: int, demand: Sequence[float]) -> int:
         """Takes `vm` off its host and returns the host."""
         host = self.vm_host.pop(vm)
         vms = self.host_vms[host]
-        exit_us = vms.pop(vm)
+        exit_us = vms.pop(vm) + self.exit_base_us[host]
         self._release(host, demand)
         if not vms:
             self.host_exit_us[host] = NO_EXIT_US
         elif exit_us == self.host_exit_us[host]:
-            self.host_exit_us[host] = max(vms.values())
+            self.host_exit_us[host] = max(vms.values()) + self.exit_base_us[host]
         return host
+
+    def vm_exit_us(self, vm: int) -> int:
+        """The predicted exit (us) of live `vm`."""
+        host = self.vm_host[vm]
+        return self.host_vms[host][vm] + self.exit_base_us[host]
+
+    def host_exits_us(self, host: int) -> dict:
+        """{live VM on `host`: its predicted exit (us)}."""
+        base = self.exit_base_us[host]
+        return {vm: value + base for vm, value in self.host_vms[host].items()}
+
+    def track_new_vms(self) -> list:
+        """Starts recording the VMs placed on each host in `new_vms`; returns it."""
+        self.new_vms = [[] for _ in range(self.num_hosts)]
+        return self.new_vms
 
     def hold(self, host: int, demand: Sequence[float]) -> None:
         """Takes `demand` on `host` without a VM (an in-flight migration's reservation)."""
@@ -236,11 +262,19 @@ class PoolState:
                 room[d] += value
             self.free_key[host] = self._free_key(host, room)
 
-    def set_predicted_exits(self, host: int, vms: Sequence[int], exits_us: Sequence[int]) -> None:
-        """Replaces the predicted exits of `vms` (all on `host`) after a reprediction."""
+    def set_remaining(self, host: int, now_us: int, vms: Sequence[int],
+                      remaining_us: Sequence[int]) -> None:
+        """A reprediction of `host` at `now_us`: `vms` (on `host`) have `remaining_us` left
+        and every other VM of the host the remaining lifetime it had (see `exit_base_us`)."""
         host_vms = self.host_vms[host]
-        host_vms.update(zip(vms, exits_us))
-        self.host_exit_us[host] = max(host_vms.values())
+        host_vms.update(zip(vms, remaining_us))
+        self.exit_base_us[host] = now_us
+        self.host_exit_us[host] = now_us + max(host_vms.values())
+
+    def rebase_exits(self, host: int, now_us: int) -> None:
+        """A reprediction of `host` at `now_us` in which no VM's remaining lifetime changed."""
+        self.host_exit_us[host] += now_us - self.exit_base_us[host]
+        self.exit_base_us[host] = now_us
 
     def used(self) -> np.ndarray:
         """Demand placed per host and dimension: float64[H, D]."""

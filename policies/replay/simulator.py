@@ -122,13 +122,22 @@ class PlacementResult:
     summary: Dict[str, float]
 
 
+@dataclasses.dataclass
+class ReplayProgress:
+    """How far a running replay has got, for progress reports from another thread: the trace
+    time (us) of the last arrival handled and the arrivals handled so far."""
+    now_us: Optional[int] = None
+    arrivals: int = 0
+
+
 def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy,
              lifetimes: LifetimeSource, *, start_us: Optional[int] = None,
              end_us: Optional[int] = None, warmup_s: float = 2 * 86400.0,
              sample_period_s: float = 300.0, refresh_interval_s: float = 900.0,
              inflation_mix: Optional[InflationMix] = None, stranding_every: int = 12,
              lars: Optional[Lars] = None, weights=None,
-             warm_start: str = POLICY_FROM_START) -> PlacementResult:
+             warm_start: str = POLICY_FROM_START,
+             progress: Optional[ReplayProgress] = None) -> PlacementResult:
     """Replays `trace` on `pool_spec` with `policy` and returns decisions and metrics.
 
     Args:
@@ -142,10 +151,13 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
       lars: optional defragmenter.
       weights: Best-Fit dimension weights (PoolState default if None).
       warm_start: POLICY_FROM_START or BEST_FIT_UNTIL_METRICS (module docstring).
+      progress: updated at every arrival, if given.
     """
     replay = _Replay(trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                      sample_period_s, refresh_interval_s, inflation_mix, stranding_every,
                      lars, weights, warm_start)
+    if progress is not None:
+        replay.progress = progress
     return replay.run()
 
 
@@ -178,8 +190,10 @@ class _Replay:
         # Per-VM demand tuples; zipping the columns is several times faster than a tuple
         # per row.
         self.demands = list(zip(*trace.demand.T.tolist()))
+        # Repredictions only where something reads them: the policy or LARS's order.
         self.cache = (HostExitCache(lifetimes, arrival, refresh_interval_s)
-                      if lifetimes.repredicts else None)
+                      if lifetimes.repredicts and (policy.uses_exit_estimates or lars is not None)
+                      else None)
         self.metrics = PlacementMetrics(self.pool, inflation_mix, stranding_every)
         self.lars = lars
         # The policy placing arrivals, and the defragmenter running, now: the warm-up's
@@ -192,6 +206,7 @@ class _Replay:
         self.placements = 0
         self.failed = 0
         self.migrations_before_metrics = None
+        self.progress = ReplayProgress()
 
     def schedule_timer(self, time_us: int, host: int) -> None:
         heapq.heappush(self.events, (time_us, TIMER, host))
@@ -309,6 +324,7 @@ class _Replay:
         loop: methods and attributes are bound to locals, and the common exit (no LARS) is
         inlined."""
         pool, policy, cache, lars = self.pool, self.deciding, self.cache, self.defragmenting
+        progress = self.progress
         events, demands, metrics_start = self.events, self.demands, self.metrics_start_us
         heappush, heappop = heapq.heappush, heapq.heappop
         select, placed, place = policy.select, policy.placed, pool.place
@@ -345,6 +361,8 @@ class _Replay:
                     self._dispatch(heappop(events))
                 else:
                     break
+            progress.now_us = now
+            progress.arrivals += 1
             if cache is not None:
                 for host in cache.refresh(now):
                     policy.update(host, now)

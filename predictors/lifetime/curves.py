@@ -29,11 +29,10 @@ the step between neighbouring grid ages. Use grid curves for models that are not
 functions of the uptime; for LightGBM the exact curves cost no more.
 
 **P(T > θ | features, uptime).** The uptime model is a regression of E[log10 remaining];
-it has no distribution to read a probability from, and a Gaussian or quantile view of one
-point estimate would be invented, not learned. A probability needs a second model (e.g. a
-multiclass booster over log-lifetime bins, or one binary booster per θ); its curves would be
-this same machinery with a vector per cell. Not built yet: the replay's policies (NILAS,
-LAVA, LARS) consume a point estimate only.
+it has no distribution to read a probability from. The probability is a second model,
+`UptimeLongLivedClassifier` (uptime_classifier.py: a binary booster over the features and
+the same uptime feature), also a step function of the uptime: `LongLivedCurves` is this
+machinery over its probabilities (`StepCurves` holds what both share).
 
 `exit_tracker(arrival_us)` is the replay's fast path (policies.replay.lifetime_source
 `HostExitCache`): it turns a VM's curve into exit times `now_us + remaining_us` with pure
@@ -44,7 +43,7 @@ division and a monotone log10 make it; the tests check both sides of every end).
 """
 
 import bisect
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -125,28 +124,27 @@ def curves_for_saved_model(model, instances, path: str) -> "LifetimeCurves":
     return LifetimeCurves(model, features)
 
 
-class LifetimeCurves:
-    """Remaining-lifetime curves of a fixed set of encoded instances (see the module).
-
-    The lifetime source interface of the placement replay: `repredicts`,
-    `predict_remaining_s(vm_index, uptime_s)` (seconds, float64) and `exit_tracker`.
+class StepCurves:
+    """Per distinct feature row, a model's answer on each interval of its uptime splits
+    (exact curves) or at each age of a grid (grid curves), from batched calls; the lookup
+    machinery shared by `LifetimeCurves` and `LongLivedCurves`.
 
     Attributes:
       thresholds: the curve's breakpoints, log10(1 + uptime_s), sorted (exact curves), or
         the grid's log10(1 + uptime_s) (grid curves).
       values: float64 (distinct feature rows, len(thresholds) + 1) for exact curves: the
-        remaining seconds on each interval (log10 lifetime at arrival, one column, for the
-        no-uptime ablation); (rows, grid size) log10 remaining seconds for grid curves. NaN
-        for an exact interval not evaluated yet (see the module).
+        answer on each interval; (rows, grid size) for grid curves (what a subclass stores
+        there: see `_cell_values`). NaN for an exact interval not evaluated yet (see the
+        module).
       row_of_vm: int64 (n_instances,), each instance's row of `values`.
     Memory: 8 bytes × rows × columns + 8 bytes per instance.
     """
 
-    def __init__(self, model: UptimeLifetimeModel, features: np.ndarray,
+    def __init__(self, model, features: np.ndarray,
                  grid_uptime_s: Optional[Sequence[float]] = None):
         """
         Args:
-          model: a fitted uptime model (or its no-uptime ablation).
+          model: a fitted model with `uptime_thresholds()` and `use_uptime`.
           features: `model.encode(instances)`, (n_instances, n_instance_features).
           grid_uptime_s: None for exact curves, else the uptime grid (s) of grid curves.
         """
@@ -157,7 +155,6 @@ class LifetimeCurves:
         self._model = model
         self._row_features = features[first]
         self.row_of_vm = row_of_vm.reshape(-1).astype(np.int64)
-        self.repredicts = model.use_uptime
         self.exact = grid_uptime_s is None
         if self.exact:
             self.thresholds = model.uptime_thresholds()
@@ -175,6 +172,10 @@ class LifetimeCurves:
     def num_columns(self) -> int:
         return len(self._interval_uptime_s)
 
+    def _cell_values(self, row_features: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        """What `values` holds for rows of features at uptimes (s): float64 (n,)."""
+        raise NotImplementedError
+
     def _evaluate(self) -> np.ndarray:
         """Every (row, interval or grid age) with an uptime to ask at, in one call per
         `_CHUNK_ROWS` rows."""
@@ -190,30 +191,23 @@ class LifetimeCurves:
         row, column = np.divmod(cells, self.num_columns)
         if uptime_s is None:
             uptime_s = self._interval_uptime_s[column]
-        model = self._model
-        log10_values = model.predict_log10_remaining(self._row_features[row], uptime_s)
-        values[cells] = (model.remaining_from_log10(log10_values, uptime_s)
-                         if self.repredicts and self.exact else log10_values)
+        values[cells] = self._cell_values(self._row_features[row], uptime_s)
 
     def column(self, uptime_s: np.ndarray) -> np.ndarray:
         """Exact curves: the interval index of each uptime (s), int64."""
         return self.thresholds.searchsorted(log10_uptime(uptime_s), side="left")
 
-    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s) -> np.ndarray:
-        """`model.predict_remaining(features[vm_index], uptime_s)`, float64 (n,): exactly
-        for exact curves, interpolated for grid curves.
-
-        Args:
-          vm_index: int (n,), rows of the `features` the curves were built on.
-          uptime_s: (n,) or a scalar, seconds.
-        """
+    def _query(self, vm_index, uptime_s) -> Tuple[np.ndarray, np.ndarray]:
+        """(each VM's row of `values`, uptime_s as float64 (n,))."""
         vm_index = np.asarray(vm_index, dtype=np.int64)
         uptime_s = np.asarray(uptime_s, dtype=np.float64)
         if uptime_s.shape != vm_index.shape:
             uptime_s = np.broadcast_to(uptime_s, vm_index.shape)
-        row = self.row_of_vm[vm_index]
-        if not self.exact:
-            return self._interpolate(row, uptime_s)
+        return self.row_of_vm[vm_index], uptime_s
+
+    def _lookup(self, row: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        """Exact curves: the values of each row's interval at its uptime, float64 (n,),
+        evaluating intervals not evaluated yet."""
         flat = self.values.reshape(-1)
         cell = row * self.num_columns
         if len(self.thresholds):
@@ -224,6 +218,47 @@ class LifetimeCurves:
             unique_cell, first = np.unique(cell[missing], return_index=True)
             self._fill(unique_cell, flat, uptime_s[missing][first])
             values = flat[cell]
+        return values
+
+
+class LifetimeCurves(StepCurves):
+    """Remaining-lifetime curves of a fixed set of encoded instances (see the module).
+
+    The lifetime source interface of the placement replay: `repredicts`,
+    `predict_remaining_s(vm_index, uptime_s)` (seconds, float64) and `exit_tracker`.
+    `values` holds remaining seconds for exact curves (log10 lifetime at arrival, one
+    column, for the no-uptime ablation) and log10 remaining seconds for grid curves.
+    """
+
+    def __init__(self, model: UptimeLifetimeModel, features: np.ndarray,
+                 grid_uptime_s: Optional[Sequence[float]] = None):
+        """
+        Args:
+          model: a fitted uptime model (or its no-uptime ablation).
+          features: `model.encode(instances)`, (n_instances, n_instance_features).
+          grid_uptime_s: None for exact curves, else the uptime grid (s) of grid curves.
+        """
+        self.repredicts = model.use_uptime
+        super().__init__(model, features, grid_uptime_s)
+
+    def _cell_values(self, row_features: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        model = self._model
+        log10_values = model.predict_log10_remaining(row_features, uptime_s)
+        return (model.remaining_from_log10(log10_values, uptime_s)
+                if self.repredicts and self.exact else log10_values)
+
+    def predict_remaining_s(self, vm_index: np.ndarray, uptime_s) -> np.ndarray:
+        """`model.predict_remaining(features[vm_index], uptime_s)`, float64 (n,): exactly
+        for exact curves, interpolated for grid curves.
+
+        Args:
+          vm_index: int (n,), rows of the `features` the curves were built on.
+          uptime_s: (n,) or a scalar, seconds.
+        """
+        row, uptime_s = self._query(vm_index, uptime_s)
+        if not self.exact:
+            return self._interpolate(row, uptime_s)
+        values = self._lookup(row, uptime_s)
         if self.repredicts:
             return values
         return self._model.remaining_from_log10(values, uptime_s)
@@ -249,14 +284,40 @@ class LifetimeCurves:
         return ExitTracker(self, arrival_us)
 
 
+class LongLivedCurves(StepCurves):
+    """Exact curves of P(lifetime > θ | features, uptime) of an `UptimeLongLivedClassifier`
+    over a fixed set of encoded instances: `values` holds the probability on each interval,
+    and `predict_proba_long` equals the classifier's answer at every uptime."""
+
+    def __init__(self, model, features: np.ndarray):
+        """
+        Args:
+          model: a fitted `UptimeLongLivedClassifier`.
+          features: `model.encode(instances)`, (n_instances, n_instance_features).
+        """
+        super().__init__(model, features)
+
+    def _cell_values(self, row_features: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
+        return self._model.predict_proba_long(row_features, uptime_s)
+
+    def predict_proba_long(self, vm_index: np.ndarray, uptime_s) -> np.ndarray:
+        """`model.predict_proba_long(features[vm_index], uptime_s)`, float64 (n,)."""
+        return self._lookup(*self._query(vm_index, uptime_s))
+
+
 class ExitTracker:
-    """Predicted exits `now_us + remaining_us` of a replay's VMs from exact curves, as plain
-    Python list lookups; equal to `to_exit_us(now_us, predict_remaining_s(...))`.
+    """Each VM's current remaining lifetime from exact curves, as plain Python lists, so that
+    its predicted exit at `now_us` is `now_us + remaining_us[vm]`, equal to
+    `to_exit_us(now_us, predict_remaining_s(...))` once `advance([vm], now_us)` ran.
 
     Per VM it keeps the current interval's remaining lifetime (µs, rounded as `to_exit_us`
-    rounds) and the last time (µs) the VM stays in that interval; a VM moves on only when a
-    call comes after that time, i.e. at most once per interval, by a bisection of its
+    rounds) and the last time (µs) the VM stays in that interval; a VM moves on only when it
+    is advanced after that time, i.e. at most once per interval, by a bisection of its
     integer uptime in the intervals' ends (`uptime_us_bounds`) and a table lookup.
+
+    Attributes (read-only for callers; lists indexed by VM):
+      remaining_us: the remaining lifetime (int µs) on the VM's current interval.
+      until_us: the last time (int µs) of that interval (-1: not looked up yet).
     """
 
     def __init__(self, curves: LifetimeCurves, arrival_us: np.ndarray):
@@ -274,25 +335,30 @@ class ExitTracker:
             np.maximum(np.nan_to_num(values), 0.0) * US_PER_S)).astype(np.int64).tolist()
         # Every VM starts in the interval of uptime 0.
         column = int(curves.column(np.zeros(1))[0]) if len(curves.thresholds) else 0
-        self._until_us = (arrival_us + end_us[column]).tolist()
-        self._remaining_us = [self._cell_us[cell + column] for cell in self._first_cell]
-        for vm in [vm for vm, remaining in enumerate(self._remaining_us) if remaining < 0]:
-            self._until_us[vm] = -1  # looked up (and evaluated) on first use
+        self.until_us = (arrival_us + end_us[column]).tolist()
+        self.remaining_us = [self._cell_us[cell + column] for cell in self._first_cell]
+        for vm in [vm for vm, remaining in enumerate(self.remaining_us) if remaining < 0]:
+            self.until_us[vm] = -1  # looked up (and evaluated) on first use
 
     def exits_us(self, vms: Sequence[int], now_us: int) -> list:
         """Predicted exit (int µs) at `now_us` of each VM of `vms` (a list of ints)."""
-        until = self._until_us
+        self.advance(vms, now_us)
+        remaining = self.remaining_us
+        return [now_us + remaining[vm] for vm in vms]
+
+    def advance(self, vms: Sequence[int], now_us: int) -> None:
+        """Moves each VM of `vms` whose interval ended before `now_us` to its interval at
+        `now_us`."""
+        until = self.until_us
         stale = [vm for vm in vms if until[vm] < now_us]
         if stale:
             self._move(stale, now_us)
-        remaining = self._remaining_us
-        return [now_us + remaining[vm] for vm in vms]
 
     def _move(self, vms: list, now_us: int) -> None:
         """Finds the interval of each VM of `vms` at `now_us` and its remaining lifetime."""
         arrival, end_us, first_cell, cell_us = (self._arrival_us, self._end_us,
                                                 self._first_cell, self._cell_us)
-        until, remaining = self._until_us, self._remaining_us
+        until, remaining = self.until_us, self.remaining_us
         for vm in vms:
             start_us = arrival[vm]
             column = bisect.bisect_left(end_us, now_us - start_us)

@@ -18,9 +18,11 @@ VM asked at 10 % of its lifetime is alive at 10× its uptime. Their tables say s
 (`leaks_lifetime`).
 
 Operating points: a regressor's "long" decision is a threshold on its predicted lifetime
-(uptime + predicted remaining). `decision_thresholds_at_recall` chooses it per age on a
-validation slice of the training period, to reach a target recall there (as the LA
-classifier's decision probability is chosen); the test data never sets it.
+(uptime + predicted remaining); the uptime classifier's (`UptimeLongLivedClassifier`) is a
+threshold on its P(lifetime > θ | features, uptime) (`long_lived_scores`).
+`decision_thresholds_at_recall` chooses it per age on a validation slice of the training
+period, to reach a target recall there (as the LA classifier's decision probability is
+chosen); the test data never sets it.
 """
 
 from typing import Mapping, Optional, Sequence, Tuple
@@ -37,6 +39,7 @@ from predictors.lifetime.examples import (
     observed_lifetimes,
 )
 from predictors.lifetime.features import Instances, instances_frame
+from predictors.lifetime.uptime_classifier import UptimeLongLivedClassifier
 
 LONG_LIVED_THRESHOLD_S = 7 * DAY_S
 # A regressor of capped log lifetimes predicts long VMs somewhat below the cap (it averages
@@ -251,16 +254,27 @@ def long_lived_metrics(model, instances: Instances, *, observation_end_us: Optio
     frame = instances_frame(instances)
     duration_s, finished = observed_lifetimes(frame, observation_end_us)
     is_long, known = long_lived_labels(duration_s, finished, threshold_s)
-    features = model.encode(frame[known])
-    score = model.predict_remaining(features, np.zeros(int(known.sum())))
+    score, _ = long_lived_scores(model, model.encode(frame[known]), 0.0)
     table = binary_classification_metrics(is_long[known], score, decision_threshold_s, recalls)
     return table.assign(threshold_s=float(threshold_s))
 
 
+def long_lived_scores(model, features: np.ndarray, age_s: float
+                      ) -> Tuple[np.ndarray, np.ndarray]:
+    """(score of "long-lived", predicted remaining s) of encoded rows at uptime `age_s`:
+    the uptime classifier's probability (remaining NaN), else a regressor's predicted
+    lifetime age + remaining. float64 (n,) each."""
+    uptime_s = np.full(len(features), float(age_s))
+    if isinstance(model, UptimeLongLivedClassifier):
+        return model.predict_proba_long(features, uptime_s), np.full(len(features), np.nan)
+    remaining_s = np.asarray(model.predict_remaining(features, uptime_s), dtype=np.float64)
+    return age_s + remaining_s, remaining_s
+
+
 def _scores_at_ages(model, instances: Instances, ages_s: Sequence[float], *,
                     observation_end_us: Optional[int], threshold_s: float):
-    """For each age a: (is_long, predicted lifetime a + remaining, predicted remaining) of
-    the instances alive at a (observed duration > a) whose class is known."""
+    """For each age a: (is_long, score, predicted remaining) of the instances alive at a
+    (observed duration > a) whose class is known (`long_lived_scores`)."""
     frame = instances_frame(instances)
     duration_s, finished = observed_lifetimes(frame, observation_end_us)
     is_long, known = long_lived_labels(duration_s, finished, threshold_s)
@@ -270,33 +284,34 @@ def _scores_at_ages(model, instances: Instances, ages_s: Sequence[float], *,
         if len(rows) == 0:
             yield is_long[rows], np.empty(0), np.empty(0)
             continue
-        remaining_s = np.asarray(model.predict_remaining(features[rows],
-                                                         np.full(len(rows), float(age_s))),
-                                 dtype=np.float64)
-        yield is_long[rows], age_s + remaining_s, remaining_s
+        yield (is_long[rows],) + long_lived_scores(model, features[rows], age_s)
 
 
 def decision_thresholds_at_recall(model, instances: Instances, ages_s: Sequence[float], *,
                                   target_recall: float,
                                   observation_end_us: Optional[int] = None,
                                   threshold_s: float = LONG_LIVED_THRESHOLD_S) -> np.ndarray:
-    """The long-lived decision (a predicted lifetime, s) at each age, chosen on `instances`
-    (a validation slice of the training period, observed until `observation_end_us`).
+    """The long-lived decision at each age, chosen on `instances` (a validation slice of
+    the training period, observed until `observation_end_us`): a predicted lifetime (s)
+    for a regressor, a probability for the uptime classifier.
 
-    At age a: the highest threshold s such that "a + predicted remaining ≥ s" has recall
-    ≥ `target_recall` of the long-lived instances alive at a (`threshold_at_recall`), but
-    never above `threshold_s` (a predicted lifetime beyond the class threshold always says
-    long); `threshold_s` when no long-lived instance is alive at a.
+    At age a: the highest threshold s such that "score ≥ s" has recall ≥ `target_recall`
+    of the long-lived instances alive at a (`threshold_at_recall`). For a regressor never
+    above `threshold_s` (a predicted lifetime beyond the class threshold always says long),
+    and `threshold_s` when no long-lived instance is alive at a; for the classifier 0.5
+    then.
 
     Returns:
       float64 (len(ages_s),).
     """
+    probability = isinstance(model, UptimeLongLivedClassifier)
+    highest, fallback = (1.0, 0.5) if probability else (threshold_s, threshold_s)
     thresholds = []
     for is_long, score, _ in _scores_at_ages(model, instances, ages_s,
                                              observation_end_us=observation_end_us,
                                              threshold_s=threshold_s):
         chosen = threshold_at_recall(is_long, score, target_recall)
-        thresholds.append(threshold_s if np.isnan(chosen) else min(chosen, threshold_s))
+        thresholds.append(fallback if np.isnan(chosen) else min(chosen, highest))
     return np.asarray(thresholds, dtype=np.float64)
 
 
@@ -307,7 +322,8 @@ def long_lived_by_age(model, instances: Instances, ages_s: Sequence[float],
                       recalls: Sequence[float] = (0.70,)) -> pd.DataFrame:
     """"Lives beyond `threshold_s`" repredicted at absolute ages: at each age, the instances
     alive then (observed duration > age) whose class is known, scored by their predicted
-    lifetime age + predicted remaining.
+    lifetime age + predicted remaining (by P(lifetime > threshold_s) for the uptime
+    classifier, whose predicted remaining columns are NaN).
 
     Args:
       ages_s: the ages, seconds; decision_thresholds_s: the decision at each age (a
@@ -324,7 +340,7 @@ def long_lived_by_age(model, instances: Instances, ages_s: Sequence[float],
     for age_s, decision_s, (is_long, score, remaining_s) in zip(ages_s, decision_thresholds_s,
                                                                 scored):
         row = binary_classification_metrics(is_long, score, decision_s, recalls)
-        some = len(remaining_s) > 0
+        some = len(remaining_s) > 0 and not np.isnan(remaining_s).all()
         rows.append(row.assign(
             uptime_s=float(age_s),
             max_predicted_remaining_s=float(remaining_s.max()) if some else np.nan,

@@ -29,11 +29,14 @@ from predictors.lifetime.examples import (
 from predictors.lifetime.features import CATEGORICAL, FEATURES
 from predictors.lifetime.kaplan_meier import DEFAULT_STRATUM_FEATURES, KaplanMeierLifetimeModel
 from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.uptime_classifier import UptimeLongLivedClassifier
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
 # What a model predicts, which decides how the stage evaluates it.
 REMAINING_LIFETIME = "remaining_lifetime"  # predict_remaining(features, uptime_s), seconds
 LONG_LIVED = "long_lived"  # predict_proba_long(features): P(lifetime > threshold_s)
+# predict_proba_long(features, uptime_s): P(lifetime > threshold_s | uptime)
+LONG_LIVED_BY_AGE = "long_lived_by_age"
 
 
 class TrainingData(NamedTuple):
@@ -66,7 +69,7 @@ class LifetimeModelEntry:
     """One lifetime model of the stage (see the module docstring)."""
 
     cls: type  # the LifetimeModel subclass; its KIND names its saved files
-    predicts: str  # REMAINING_LIFETIME or LONG_LIVED
+    predicts: str  # REMAINING_LIFETIME, LONG_LIVED or LONG_LIVED_BY_AGE
     enabled: Callable  # (config) -> bool: the config asks for it
     build: Callable  # (config) -> unfitted model
     fit: Callable  # (model, TrainingData, config) -> FittedModel
@@ -184,6 +187,26 @@ LIFETIME_MODELS.register("la_classifier", LifetimeModelEntry(
         target_recall=config.la_target_recall or None,
         decision_probability=config.la_decision_probability, **lightgbm_kwargs(config)),
     fit=_fit_la_classifier, checks=(check_lightgbm, _check_la_classifier)))
+
+
+def _fit_uptime_classifier(model, data: TrainingData, config) -> FittedModel:
+    """The training instances that started at least the threshold before the split (their
+    class is known there at every age; `label_known`), as for the LA classifier."""
+    split_time_us = data.split.split_time_us
+    train = data.split.train[label_known(data.split.train, split_time_us,
+                                         float(model.threshold_s))]
+    model.fit(train, split_time_us)
+    return FittedModel(model, len(train), model.num_examples_)
+
+
+LIFETIME_MODELS.register("uptime_long_lived", LifetimeModelEntry(
+    cls=UptimeLongLivedClassifier, predicts=LONG_LIVED_BY_AGE,
+    enabled=lambda config: config.train_uptime_long_lived_classifier,
+    build=lambda config: UptimeLongLivedClassifier(
+        threshold_s=float(config.long_lived_threshold_s),
+        uptime_ages_s=list(config.uptime_age_s) or None,
+        uptime_max_bin=config.uptime_max_bin, **lightgbm_kwargs(config)),
+    fit=_fit_uptime_classifier, checks=(check_lightgbm, _check_uptime)))
 
 
 def model_classes() -> Dict[str, type]:

@@ -35,7 +35,11 @@ Examples are generated per shard of instances, in parallel, from the trace's spa
 Combine broadcast to the shards by a CoGroupByKey, so no side input is needed). Training is
 a single-machine step over all instances; it writes each model's files through Beam's
 FileSystems under `model_dir`, where `load_model` (or the model class's `load` for a local
-directory) reads them without the pipeline.
+directory) reads them without the pipeline. Like the tables, a Parquet run stages them and
+publishes them (listed in its manifest) only when it succeeds, so a failed run leaves the
+previous run's models as they were; `lifetime_models` names their final paths, and a later
+stage of the same run finds them staged (`publish.staged_path`). A `model_dir` on another
+file system than the output root is written in place (pipelines/io/publish.py).
 
 The modules: examples.py (instances, split, examples), models.py (fitting, model files),
 training.py (the training and evaluation step), validation.py (the config's checks).
@@ -45,11 +49,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
-from pipelines.io import sharding
+from pipelines.io import publish, sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
 from pipelines.io.sinks import WriteTable
 from pipelines.stages.lifetime.examples import EXAMPLES, merge_spans, shard_examples, trace_span
-from pipelines.stages.lifetime.models import load_model
+from pipelines.stages.lifetime.models import ModelDir, load_model
 from pipelines.stages.lifetime.training import TRAINING_TABLES, train_and_evaluate
 from pipelines.stages.lifetime.validation import validate_config
 
@@ -62,13 +66,15 @@ class LifetimeStage(beam.PTransform):
     Args:
       config: a LifetimeModelConfig.
       work_dir: the run's output directory; models go to <work_dir>/models unless
-        config.model_dir says otherwise.
+        config.model_dir says otherwise (staged while a run's staging area is active, so
+        build the stage while the pipeline is built).
     """
 
     def __init__(self, config, work_dir: str):
         super().__init__()
         self._config = config
-        self._model_dir = config.model_dir or FileSystems.join(work_dir, "models")
+        final = (config.model_dir or FileSystems.join(work_dir, "models")).rstrip("/")
+        self._model_dir = ModelDir(final, publish.staged_dir(final))
 
     def expand(self, tables):
         config = self._config

@@ -2,11 +2,12 @@
 files (written and read through Beam's FileSystems; `load_model` reads one back)."""
 
 import json
-from typing import Dict, Mapping
+from typing import Dict, Mapping, NamedTuple
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import progress
 from pipelines.stages.lifetime.examples import examples_of, regression_instances
 from predictors.lifetime.base import METADATA_FILE, ModelFiles
 from predictors.lifetime.examples import (
@@ -26,11 +27,14 @@ def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
     data = TrainingData(split, labeled, examples_of(labeled, split.split_time_us, config),
                         lambda augmentation: examples_of(labeled, split.split_time_us, config,
                                                          augmentation))
+    names = [name for name in LIFETIME_MODELS if LIFETIME_MODELS[name].enabled(config)]
     fitted = {}
-    for name in LIFETIME_MODELS:
+    for i, name in enumerate(names, 1):
         entry = LIFETIME_MODELS[name]
-        if entry.enabled(config):
+        with progress.Heartbeat(f"lifetime: training model {name} ({i} of {len(names)}, "
+                                f"{len(labeled):,} instances)"):
             fitted[name] = entry.fit(entry.build(config), data, config)
+        progress.count("lifetime.models_trained")
     return fitted
 
 
@@ -67,14 +71,23 @@ def load_model(path: str):
     return classes[kind].from_files(files)
 
 
-def save_model(name: str, fitted: FittedModel, model_dir: str, split_time_us: int) -> dict:
-    """Writes a fitted model's files into <model_dir>/<name>; returns its LIFETIME_MODELS
-    row."""
-    path = FileSystems.join(model_dir, name)
+class ModelDir(NamedTuple):
+    """Where the models go: `final`, the directory `lifetime_models` names (where they are
+    once the run publishes), and `staged`, where the run writes them (its staging area;
+    `final` itself for a run that is not staged). See pipelines/io/publish.py."""
+
+    final: str
+    staged: str
+
+
+def save_model(name: str, fitted: FittedModel, model_dir: ModelDir, split_time_us: int) -> dict:
+    """Writes a fitted model's files into <model_dir.staged>/<name>; returns its
+    LIFETIME_MODELS row, whose path is the final one, <model_dir.final>/<name>."""
     model = fitted.model
-    write_model_files(path, model.to_files())
+    write_model_files(FileSystems.join(model_dir.staged, name), model.to_files())
     metadata = model.metadata()
-    return {"name": name, "kind": metadata["kind"], "path": path,
+    return {"name": name, "kind": metadata["kind"],
+            "path": FileSystems.join(model_dir.final, name),
             "augmentation": metadata.get("augmentation"),
             "features": list(model.feature_names), "train_instances": fitted.train_instances,
             "train_examples": fitted.rows_fit_on,

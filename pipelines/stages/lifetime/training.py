@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from pipelines import schemas
+from pipelines import progress, schemas
 from pipelines.io import sharding
 from pipelines.stages.lifetime.examples import (
     examples_of,
@@ -18,7 +18,7 @@ from pipelines.stages.lifetime.examples import (
     trace_span,
     uptime_ages_s,
 )
-from pipelines.stages.lifetime.models import fit_models, save_model
+from pipelines.stages.lifetime.models import ModelDir, fit_models, save_model
 from predictors.lifetime.boosting import time_validation_mask
 from predictors.lifetime.evaluation import (
     DEFAULT_RECALLS,
@@ -37,6 +37,7 @@ from predictors.lifetime.examples import (
 from predictors.lifetime.registry import (
     LIFETIME_MODELS,
     LONG_LIVED,
+    LONG_LIVED_BY_AGE,
     REMAINING_LIFETIME,
 )
 
@@ -97,8 +98,8 @@ def evaluate_remaining_lifetime(model, split: TimeSplit, config, validation: pd.
     quantile and the |log10 error| histogram (uptime quantiles of the true lifetime)."""
     test, observation_end_us = split.test, split.observation_end_us
     threshold_s = float(config.long_lived_threshold_s)
-    ages_s = uptime_ages_s(config)
-    decisions_s, target_recall = long_lived_decisions(model, validation, split, config, ages_s)
+    decisions_s, target_recall = long_lived_decisions(model, validation, split, config,
+                                                      uptime_ages_s(config))
     # The quantile view has no decision of its own: the explicit one, else the threshold.
     quantile_decision_s = (float(config.long_lived_decision_s)
                            if config.HasField("long_lived_decision_s") else threshold_s)
@@ -107,14 +108,7 @@ def evaluate_remaining_lifetime(model, split: TimeSplit, config, validation: pd.
         observation_end_us=observation_end_us)
     scheme = {"augmentation": getattr(model, "augmentation_", None)}
     return {
-        "lifetime_long_lived": long_lived_metrics(
-            model, test, observation_end_us=observation_end_us, threshold_s=threshold_s,
-            decision_threshold_s=decisions_s[0], recalls=DEFAULT_RECALLS).assign(
-                target_recall=target_recall, **scheme),
-        "lifetime_f1_by_age": long_lived_by_age(
-            model, test, ages_s, decisions_s, observation_end_us=observation_end_us,
-            threshold_s=threshold_s, recalls=(0.70,)).assign(
-                target_recall=target_recall, **scheme),
+        **long_lived_tables(model, split, config, decisions_s, target_recall),
         "lifetime_f1_by_uptime": f1_by_uptime(
             *predictions, threshold_s=threshold_s,
             decision_threshold_s=quantile_decision_s).assign(**scheme),
@@ -135,9 +129,42 @@ def evaluate_long_lived(model, split: TimeSplit, config, validation: pd.DataFram
             target_recall=float("nan") if target is None else float(target))}
 
 
+def long_lived_tables(model, split: TimeSplit, config, decisions: np.ndarray,
+                      target_recall: float) -> Dict[str, pd.DataFrame]:
+    """"Lives beyond long_lived_threshold_s" on the test part at arrival and at each age of
+    the grid, with the model's `decisions` per age."""
+    test, observation_end_us = split.test, split.observation_end_us
+    threshold_s = float(config.long_lived_threshold_s)
+    labels = {"target_recall": target_recall,
+              "augmentation": getattr(model, "augmentation_", None)}
+    return {
+        "lifetime_long_lived": long_lived_metrics(
+            model, test, observation_end_us=observation_end_us, threshold_s=threshold_s,
+            decision_threshold_s=decisions[0], recalls=DEFAULT_RECALLS).assign(**labels),
+        "lifetime_f1_by_age": long_lived_by_age(
+            model, test, uptime_ages_s(config), decisions,
+            observation_end_us=observation_end_us, threshold_s=threshold_s,
+            recalls=(0.70,)).assign(**labels),
+    }
+
+
+def evaluate_long_lived_by_age(model, split: TimeSplit, config, validation: pd.DataFrame
+                               ) -> Dict[str, pd.DataFrame]:
+    """The uptime classifier's rows of the regressors' long-lived tables, its decision
+    probabilities chosen per age on the validation slice (long_lived_decision_s, a
+    lifetime, does not apply to it)."""
+    target = float(config.long_lived_target_recall)
+    decisions = decision_thresholds_at_recall(
+        model, validation, uptime_ages_s(config), target_recall=target,
+        observation_end_us=split.split_time_us,
+        threshold_s=float(config.long_lived_threshold_s))
+    return long_lived_tables(model, split, config, decisions, target)
+
+
 # What each kind of model is evaluated with (by the registry entry's `predicts`).
 EVALUATIONS = {REMAINING_LIFETIME: evaluate_remaining_lifetime,
-               LONG_LIVED: evaluate_long_lived}
+               LONG_LIVED: evaluate_long_lived,
+               LONG_LIVED_BY_AGE: evaluate_long_lived_by_age}
 
 
 def evaluate(models: Mapping[str, object], split: TimeSplit, config
@@ -157,7 +184,7 @@ def evaluate(models: Mapping[str, object], split: TimeSplit, config
     return tables
 
 
-def train_and_evaluate(element, config, model_dir: str):
+def train_and_evaluate(element, config, model_dir: ModelDir):
     """(key, all instance tables) → (table name, Arrow table) pairs of TRAINING_TABLES.
 
     Raises:
@@ -189,7 +216,9 @@ def train_and_evaluate(element, config, model_dir: str):
     fitted = fit_models(split, config)
     model_rows = [save_model(name, f, model_dir, split.split_time_us)
                   for name, f in fitted.items()]
-    frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
+    with progress.Heartbeat(f"lifetime: evaluating {len(fitted)} models on "
+                            f"{len(split.test):,} test instances"):
+        frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
     frames["lifetime_models"] = pd.DataFrame(model_rows)
     frames["lifetime_split"] = split_counts(split, parts.before_trace, config)
     for name, frame in frames.items():

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines import schemas
+from pipelines import progress, schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, ROWS, SplitByTag, rows_as_dead_letters
 
@@ -32,8 +32,12 @@ SAMPLES = pa.schema([f.with_nullable(f.name != "machine_id")
 # --- Step counts ------------------------------------------------------------------------------
 
 def step_counts(step: str, read: int, kept: int, filtered: int = 0, rejected: int = 0):
-    """One (COUNTS, (step, [read, kept, filtered, rejected])) element."""
-    return COUNTS, (step, np.array([read, kept, filtered, rejected], dtype=np.int64))
+    """One (COUNTS, (step, [read, kept, filtered, rejected])) element; the same numbers go to
+    the Beam counters overcommit.<step>.rows_read / _kept / _filtered / _rejected."""
+    numbers = np.array([read, kept, filtered, rejected], dtype=np.int64)
+    for name, value in zip(("read", "kept", "filtered", "rejected"), numbers):
+        progress.count(f"overcommit.{step}.rows_{name}", value)
+    return COUNTS, (step, numbers)
 
 
 def counts_table(element) -> pa.Table:

@@ -1,6 +1,8 @@
 """The overcommit stage's cell metrics (per teller, summed over machines per time) and its
 summary (CDF quantiles of each per-machine metric and of the cell's savings)."""
 
+import math
+from typing import NamedTuple, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -10,9 +12,9 @@ from pipelines import schemas
 from pipelines.stages.overcommit.tellers import CELL
 from predictors.peak.overcommit_metrics import (
     CDF_QUANTILES,
+    CellSums,
     cdf_quantiles,
     cell_savings,
-    merge_cell_sums,
 )
 
 # Summary rows: the per-machine metrics (over machines) and the cell's savings (over time).
@@ -22,11 +24,98 @@ CELL_METRIC_NAME = "cell_savings_ratio"
 
 # --- Cell metrics and summary -----------------------------------------------------------------
 
+# Exact sums: every finite float64 is an integer multiple of 2**-1074 (the smallest
+# subnormal); on the finer grid 2**-1126 every value's 53-bit integer mantissa is shifted left,
+# never right. Python's integers add those multiples exactly, and int / int is correctly
+# rounded, so a sum is the exact sum rounded once, whatever the order of its terms.
+_GRID_BITS = 1126
+_GRID = 1 << _GRID_BITS
+
+
+class ExactSums(NamedTuple):
+    """Per-time sums of float64 values, kept exact: the finite values' sum as a count of
+    2**-1126 (Python ints), and the sum of the non-finite ones (0, ±inf or NaN: the same in
+    any order)."""
+
+    numerators: np.ndarray  # object[K]
+    special: np.ndarray  # float64[K]
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "ExactSums":
+        finite = np.isfinite(values)
+        mantissa, exponent = np.frexp(np.where(finite, values, 0.0))
+        integer_mantissa = np.ldexp(mantissa, 53).astype(np.int64).astype(object)
+        numerators = integer_mantissa << (exponent.astype(np.int64) + _GRID_BITS - 53
+                                          ).astype(object)
+        return cls(numerators, np.where(finite, 0.0, values))
+
+    @classmethod
+    def scattered(cls, parts: Sequence["ExactSums"], index: np.ndarray,
+                  size: int) -> "ExactSums":
+        """The sums of `parts` (concatenated) added into `size` slots by `index`."""
+        numerators, special = np.zeros(size, dtype=object), np.zeros(size)
+        np.add.at(numerators, index, np.concatenate([p.numerators for p in parts]))
+        with np.errstate(invalid="ignore"):  # inf + -inf: NaN, as in a float sum
+            np.add.at(special, index, np.concatenate([p.special for p in parts]))
+        return cls(numerators, special)
+
+    def rounded(self) -> np.ndarray:
+        """float64[K]: each exact sum rounded to the nearest float64 (ties to even)."""
+        return np.where(self.special != 0, self.special,
+                        np.array([_rounded(n) for n in self.numerators], dtype=np.float64))
+
+
+def _rounded(numerator: int) -> float:
+    try:
+        return numerator / _GRID
+    except OverflowError:  # past the largest float64, where a float sum overflows too
+        return math.inf if numerator > 0 else -math.inf
+
+
+class ExactCellSums(NamedTuple):
+    """CellSums with exact float sums (`ExactSums`): time int64[K] (sorted), num_machines
+    int64[K], total_limit, predicted_peak, oracle."""
+
+    time: np.ndarray
+    num_machines: np.ndarray
+    total_limit: ExactSums
+    predicted_peak: ExactSums
+    oracle: ExactSums
+
+    @classmethod
+    def of(cls, sums: CellSums) -> "ExactCellSums":
+        return cls(sums.time, sums.num_machines,
+                   *(ExactSums.of(getattr(sums, f)) for f in _SUMMED_FLOATS))
+
+    @classmethod
+    def merged(cls, parts: Sequence["ExactCellSums"]) -> "ExactCellSums":
+        """The exact sums per time of the union of the machines of `parts`."""
+        if not parts:
+            return cls.of(CellSums(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                   *np.zeros((3, 0))))
+        time, inverse = np.unique(np.concatenate([p.time for p in parts]),
+                                  return_inverse=True)
+        num_machines = np.zeros(len(time), np.int64)
+        np.add.at(num_machines, inverse, np.concatenate([p.num_machines for p in parts]))
+        return cls(time, num_machines, *(
+            ExactSums.scattered([getattr(p, f) for p in parts], inverse, len(time))
+            for f in _SUMMED_FLOATS))
+
+    def rounded(self) -> CellSums:
+        return CellSums(self.time, self.num_machines,
+                        *(getattr(self, f).rounded() for f in _SUMMED_FLOATS))
+
+
+_SUMMED_FLOATS = ("total_limit", "predicted_peak", "oracle")
+
+
 class MergeCellSums(beam.CombineFn):
     """CellSums of many machines → the cell's CellSums (summed per time).
 
-    The accumulator is a list of parts merged BATCH at a time: one sort per batch rather
-    than one per machine, and bounded memory.
+    Runners add the machines in different orders and groupings, so the sums are kept exact
+    (`ExactCellSums`) and rounded once, in `extract_output`: the result has the same bits on
+    every runner. The accumulator is a list of parts merged BATCH at a time: one sort per
+    batch rather than one per machine, and bounded memory.
     """
 
     BATCH = 64
@@ -35,14 +124,14 @@ class MergeCellSums(beam.CombineFn):
         return []
 
     def add_input(self, parts, sums):
-        parts.append(sums)
-        return [merge_cell_sums(parts)] if len(parts) >= self.BATCH else parts
+        parts.append(ExactCellSums.of(sums))
+        return [ExactCellSums.merged(parts)] if len(parts) >= self.BATCH else parts
 
     def merge_accumulators(self, accumulators):
-        return [merge_cell_sums([part for parts in accumulators for part in parts])]
+        return [ExactCellSums.merged([part for parts in accumulators for part in parts])]
 
     def extract_output(self, parts):
-        return merge_cell_sums(parts)
+        return ExactCellSums.merged(parts).rounded()
 
 
 def cell_metrics_table(element, oracle_name: str) -> pa.Table:
@@ -71,6 +160,12 @@ def keyed_cell_table(table: pa.Table):
     return table.column("predictor")[0].as_py(), (CELL, table)
 
 
+def _exact_mean(values: np.ndarray) -> float:
+    """The mean of the values with their sum correctly rounded (math.fsum): the values come
+    from a GroupByKey, in any order, and a float sum in that order differs in the last bits."""
+    return math.fsum(values) / len(values) if len(values) else np.nan
+
+
 def summary_table(element, oracle_name: str) -> pa.Table:
     """(predictor, [(MACHINES, metric triple) or (CELL, cell table)]) → summary rows."""
     name, values = element
@@ -87,6 +182,6 @@ def summary_table(element, oracle_name: str) -> pa.Table:
         finite = values[np.isfinite(values)]
         quantiles = cdf_quantiles(finite)
         rows.append({"predictor": name, "oracle": oracle_name, "metric": metric,
-                     "n": len(finite), "mean": float(finite.mean()) if len(finite) else np.nan,
+                     "n": len(finite), "mean": _exact_mean(finite),
                      **{f"p{round(q * 100)}": quantiles[q] for q in CDF_QUANTILES}})
     return pa.Table.from_pylist(rows, schema=schemas.OVERCOMMIT_SUMMARY)

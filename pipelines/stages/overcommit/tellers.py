@@ -19,7 +19,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from pipelines import schemas
+from pipelines import progress, schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, SplitByTag
 from pipelines.stages.overcommit.steps import rejected_rows, step_counts
@@ -43,6 +43,7 @@ INVALID_USAGE = "usage is negative or not finite"
 INVALID_LIMIT = "limit is not > 0 (or not finite): a task without a limit cannot be overcommitted"
 DUPLICATE_SAMPLE = ("duplicate sample of an instance at one time on one machine: merged into "
                     "one sample (max usage, max limit)")
+_MACHINES_LOG = progress.Throttle()  # a progress line now and then, per worker process
 
 
 # --- Fortune tellers --------------------------------------------------------------------------
@@ -208,6 +209,11 @@ def machine_tagged(element, tellers: FortuneTellers):
     if machine is None:
         return
     result = evaluate_machine(machine_id, machine, tellers)
+    progress.count("overcommit.machines_scored")
+    progress.count("overcommit.samples_scored", machine.num_samples)
+    if _MACHINES_LOG.ready():
+        progress.report("overcommit: machine %d scored by %d fortune tellers (%d samples)",
+                          machine_id, len(tellers.names), machine.num_samples)
     yield TIMESERIES, result.timeseries
     yield MACHINE_METRICS, result.machine_metrics
     for name, sums in result.cell_sums.items():

@@ -3,7 +3,8 @@
 
     instances ─ KeyByPool ─┐
     machines ── KeyByPool ─┴─ CoGroupByKey ─ PreparePools ─ pools, dead letters
-    pools ─ FanOut (one element per replay) ─ GroupByKey ─ Replay [side input: lifetime_models]
+    pools ─ FanOut (one element per replay) ─ GroupByKey ─ Replay
+                                    [side inputs: pools by name, lifetime_models]
           ─ timeseries, summaries ─ KeyByPool ─ GroupByKey ─ vs Best-Fit ─ placement_summary
 
 A pool is one Beam element: its VMs become a `PlacementTrace` (sorted by start time, then
@@ -32,6 +33,7 @@ rows), validation.py (the config's checks).
 
 import apache_beam as beam
 
+from pipelines.io import publish
 from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
 from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool
 from pipelines.stages.placement.replays import (
@@ -73,11 +75,15 @@ class PlacementStage(beam.PTransform):
                     | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model)
                     | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS)))
         side = ((beam.pvalue.AsList(tables["lifetime_models"]),) if uses_model else ())
+        pools = beam.pvalue.AsDict(prepared[POOLS] | "KeyPools" >> beam.Map(
+            lambda pool_input: (pool_input.pool, pool_input)))
         replays = (prepared[POOLS]
                    | "FanOut" >> beam.FlatMap(fan_out, specs)
                    # Spreads the replays over workers (a fan-out alone stays on one).
                    | "GroupReplays" >> beam.GroupByKey()
-                   | "Replay" >> beam.FlatMap(replay, config, *side)
+                   # The models are staged until the run publishes (pipelines/io/publish.py).
+                   | "Replay" >> beam.FlatMap(replay, config, pools, *side,
+                                              staged_dirs=publish.staged_dirs())
                    | "SplitReplays" >> SplitByTag((TIMESERIES, SUMMARY)))
         summary = (replays[SUMMARY]
                    | "KeySummaries" >> beam.Map(lambda s: (s[0], (s[1], s[2])))

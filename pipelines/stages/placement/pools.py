@@ -29,8 +29,8 @@ REASON_NO_HOSTS = "pool has no machine with capacities"
 
 @dataclasses.dataclass
 class PoolInput:
-    """A pool ready to replay: its trace, hosts, window and, for model lifetime sources
-    only (every replay gets a copy), the instance rows in trace order for their features."""
+    """A pool ready to replay (the replays' side input): its trace, hosts, window and, for
+    model lifetime sources only, the instance rows in trace order for their features."""
     pool: str
     trace: PlacementTrace
     spec: PoolSpec

@@ -4,13 +4,14 @@ rows, and the differences vs Best-Fit."""
 
 import dataclasses
 import math
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from configs import fleetcast_pb2
-from pipelines import schemas
+from pipelines import progress, schemas
+from pipelines.io.publish import staged_path
 from pipelines.stages.placement.pools import PoolInput, pool_seed
 from policies.lars import Lars, replay_drains
 from policies.registry import PLACEMENT_POLICIES, build_policy_plugin
@@ -24,6 +25,7 @@ from policies.replay.simulator import (
     FAILED,
     NOT_REPLAYED,
     POLICY_FROM_START,
+    ReplayProgress,
     simulate,
 )
 
@@ -129,26 +131,30 @@ def make_policy(name: str, config):
 
 
 def fan_out(pool_input: PoolInput, specs: Sequence[ReplaySpec]):
-    """One ((pool, replay index), (PoolInput, ReplaySpec)) element per replay. Only model
-    replays carry the instance rows: every element becomes its own copy downstream."""
-    without_rows = dataclasses.replace(pool_input, instances=None)
+    """One ((pool, replay index), ReplaySpec) element per replay. The pool's data reaches
+    the replays as a side input: a copy per element would cross the runner's data plane
+    once per replay (tens of MB each, at ~20 MB/s between DirectRunner processes)."""
     for i, spec in enumerate(specs):
-        yield (pool_input.pool, i), (pool_input if spec.lifetimes.uses_model else without_rows,
-                                     spec)
+        yield (pool_input.pool, i), spec
 
 
-def model_path(model_tables: Sequence[pa.Table], name: str) -> str:
-    """Directory of the lifetime stage's model `name` (from its `lifetime_models` rows)."""
+def model_path(model_tables: Sequence[pa.Table], name: str,
+               staged_dirs: Optional[Dict[str, str]] = None) -> str:
+    """Directory of the lifetime stage's model `name` (from its `lifetime_models` rows):
+    where the run being run has staged it (`staged_dirs`, pipelines/io/publish.py), as the
+    rows name the model's final place, which it reaches only when the run publishes."""
     for table in model_tables:
         for row in table.to_pylist():
             if row["name"] == name:
-                return row["path"]
+                return staged_path(row["path"], staged_dirs or {})
     raise ValueError(f"placement: the lifetime stage saved no {name!r} model")
 
 
 def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
-                    model_tables: Sequence[pa.Table]):
-    """The replay's lifetime source for `spec` on `pool_input`'s VMs."""
+                    model_tables: Sequence[pa.Table],
+                    staged_dirs: Optional[Dict[str, str]] = None):
+    """The replay's lifetime source for `spec` on `pool_input`'s VMs (a model source loads
+    the model from `model_path`)."""
     lifetime_s = pool_input.trace.lifetime_s()
     if spec.kind == "oracle":
         return OracleLifetimes(lifetime_s)
@@ -162,9 +168,9 @@ def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
     if spec.kind == "uptime_model":
         # Exact lifetime curves: every VM's curve in one batched call, repredictions are
         # lookups; a model whose booster, age grid or features do not match says so.
-        path = model_path(model_tables, UPTIME_MODEL_NAME)
+        path = model_path(model_tables, UPTIME_MODEL_NAME, staged_dirs)
         return curves_for_saved_model(load_model(path), frame, path)
-    classifier = load_model(model_path(model_tables, LA_CLASSIFIER_NAME))
+    classifier = load_model(model_path(model_tables, LA_CLASSIFIER_NAME, staged_dirs))
     return ClassifierLifetimes(classifier.predict_long(frame), classifier.threshold_s)
 
 
@@ -215,27 +221,45 @@ def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int) -> dict:
             "noisy_oracle_accuracy": [spec.lifetimes.accuracy] * n, "defrag": [spec.defrag] * n}
 
 
-def replay(element, config, model_tables=()):
-    """((pool, i), [(PoolInput, ReplaySpec)]) → (TIMESERIES, table) if reported and
+def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
+    """A progress line of a running replay."""
+    now_us = start_us if state.now_us is None else state.now_us
+    done = min(max((now_us - start_us) / max(end_us - start_us, 1), 0.0), 1.0)
+    return f"{100 * done:.0f} % of the replay window, {state.arrivals:,} arrivals handled"
+
+
+def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged_dirs=None):
+    """((pool, i), [ReplaySpec]) → (TIMESERIES, table) if reported and
     (SUMMARY, (pool, summary row, reported)), plus a LARS lifetime replay's paired
-    baseline-order rows (SUMMARY only)."""
-    _, (payload,) = element
-    pool_input, spec = payload
+    baseline-order rows (SUMMARY only). `pools`: the PoolInput of each pool by name;
+    `staged_dirs`: the run's (`model_path`)."""
+    (pool, _), (spec,) = element
+    pool_input = pools[pool]
+    what = (f"placement replay {spec.policy} / {spec.lifetimes.label} / {spec.defrag} on pool "
+            f"{pool_input.pool}")
+    state = ReplayProgress()
+    with progress.Heartbeat(what, lambda: describe_progress(state, pool_input.start_us,
+                                                            pool_input.end_us)):
+        yield from _replay(pool_input, spec, state, config, model_tables, staged_dirs)
+    progress.count("placement.replays_done")
+
+
+def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, config,
+            model_tables, staged_dirs):
     defragmenter = make_lars(spec.defrag, config, pool_input.pool)
     trace = pool_input.trace
-    policy = make_policy(spec.policy, config)
     mix = (InflationMix.from_demand(trace.demand, config.inflation_max_shapes,
                                     config.inflation_copies_per_round)
            if config.stranding_every > 0 else None)
     weights = ((config.best_fit_weights.cpu, config.best_fit_weights.memory)
                if config.HasField("best_fit_weights") else None)
     result = simulate(
-        trace, pool_input.spec, policy,
-        lifetime_source(spec.lifetimes, pool_input, config, model_tables),
+        trace, pool_input.spec, make_policy(spec.policy, config),
+        lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs),
         start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
         sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
         inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
-        lars=defragmenter, weights=weights, warm_start=spec.warm_start)
+        lars=defragmenter, weights=weights, warm_start=spec.warm_start, progress=state)
     series = result.timeseries
     if spec.reported:
         columns = _key_columns(pool_input, spec, len(series["time_us"]))
@@ -244,6 +268,8 @@ def replay(element, config, model_tables=()):
             columns[field] = series[field]
         yield TIMESERIES, pa.table(columns, schema=schemas.PLACEMENT_TIMESERIES)
     row = summary_row(pool_input, result, spec)
+    progress.count("placement.placements", row["placements"] or 0)
+    progress.count("placement.failed_placements", row["failed_placements"] or 0)
     baseline_rows = paired_baseline_rows(row, defragmenter, pool_input, series, config,
                                          spec.baseline_seeds)
     yield SUMMARY, (pool_input.pool, row, spec.reported)

@@ -1,0 +1,79 @@
+"""The shaping stage: paper 002's resource shaping on a trace-driven cluster simulation
+(§III-B, Algorithm 1, §IV; DESIGN.md "Resource shaping"; the simulator is shaping/).
+
+    instances, usage, machines ─ KeyAll ─ CoGroupByKey ─ Prepare ─ workload, dead letters
+    workload ─ forecast tasks (forecaster × shard of series) ─ Forecast ─ GroupByKey ─ Merge
+             ─ FanOut (one element per (forecaster, k1, k2, policy, seed); the baseline per
+               seed) ─ GroupByKey ─ Simulate [side input: workload] ─ runs, applications
+    runs ─ one table, speedups vs the baseline ─ shaping_runs ─┐
+    applications ─ per cell ─ distributions ──────────────────┴─ shaping_summary
+
+The whole trace is one cluster, so the workload is one Beam element; the forecasts (the
+expensive part: ARIMA / GP fits) are computed once per forecaster, in shards of usage series,
+and shared by every (k1, k2, policy, seed) run of that forecaster, since a component's
+forecast depends only on its own usage history (shaping/forecasters.py). Every run is then
+an independent element. Bad rows are dead letters (workload.py says which).
+
+The modules: workload.py (workload, cluster and dead letters from the canonical tables),
+runs.py (forecasts, runs and their rows, summary), validation.py (the config's checks).
+"""
+
+import apache_beam as beam
+
+from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
+from pipelines.stages.shaping import runs as shaping_runs
+from pipelines.stages.shaping.runs import APPLICATIONS, RUNS, SUMMARY
+from pipelines.stages.shaping.validation import validate_config
+from pipelines.stages.shaping.workload import WORKLOAD, prepare
+
+__all__ = ["ShapingStage", "validate_config"]
+
+
+class ShapingStage(beam.PTransform):
+    """{"instances", "usage", "machines": PCollection[pa.Table]} →
+    {"shaping_runs", "shaping_applications", "shaping_summary", "dead_letters"}.
+
+    Args:
+      config: a ShapingConfig.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self._config = config
+
+    def expand(self, tables):
+        config = self._config
+        keyed = {name: tables[name] | f"Key{name}" >> beam.Map(lambda t: ("cluster", t))
+                 for name in ("instances", "usage", "machines")}
+        prepared = (keyed
+                    | "GroupCluster" >> beam.CoGroupByKey()
+                    | "Prepare" >> beam.FlatMap(prepare, config)
+                    | "SplitPrepared" >> SplitByTag((WORKLOAD, DEAD_LETTERS)))
+        workload = beam.pvalue.AsSingleton(prepared[WORKLOAD])
+        forecasts = (prepared[WORKLOAD]
+                     | "ForecastTasks" >> beam.FlatMap(shaping_runs.forecast_tasks, config)
+                     # One element per (forecaster, shard), spread over workers.
+                     | "GroupForecastTasks" >> beam.GroupByKey()
+                     | "Forecast" >> beam.Map(shaping_runs.forecast_shard, config)
+                     | "GroupShards" >> beam.GroupByKey()
+                     | "MergeShards" >> beam.Map(shaping_runs.merge_forecasts))
+        baseline = prepared[WORKLOAD] | "Baseline" >> beam.Map(shaping_runs.no_forecasts)
+        results = ((forecasts, baseline)
+                   | "AllForecasts" >> beam.Flatten()
+                   | "FanOut" >> beam.FlatMap(shaping_runs.fan_out, config)
+                   # Spreads the runs over workers (a fan-out alone stays on one).
+                   | "GroupRuns" >> beam.GroupByKey()
+                   | "Simulate" >> beam.FlatMap(shaping_runs.run, config, workload)
+                   | "SplitResults" >> SplitByTag((RUNS, APPLICATIONS)))
+        runs = (results[RUNS]
+                | "KeyRuns" >> beam.Map(lambda row: (None, row))
+                | "GroupAllRuns" >> beam.GroupByKey()
+                | "RunsTable" >> beam.Map(lambda kv: shaping_runs.runs_table(kv[1])))
+        cells = (results[APPLICATIONS]
+                 | "KeyCells" >> beam.Map(shaping_runs.application_cell)
+                 | "GroupCells" >> beam.GroupByKey()
+                 | "SummarizeApplications" >> beam.Map(shaping_runs.summary_of_applications))
+        summary = ((cells, runs | "SummarizeRuns" >> beam.Map(shaping_runs.summary_of_runs))
+                   | "Summary" >> beam.Flatten())
+        return {RUNS: runs, APPLICATIONS: results[APPLICATIONS], SUMMARY: summary,
+                DEAD_LETTERS: prepared[DEAD_LETTERS]}

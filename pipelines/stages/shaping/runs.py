@@ -1,0 +1,183 @@
+"""The shaping runs: forecasts per (forecaster, shard of series), one simulation per
+(forecaster, k1, k2, policy, seed), their rows, and the summary."""
+
+import dataclasses
+from typing import Iterable, List, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from configs import fleetcast_pb2
+from pipelines import schemas
+from pipelines.stages.shaping.workload import ShapingInput
+from shaping.cluster.simulator import simulate
+from shaping.forecasters import forecast_workload, series_representatives
+from shaping.metrics import application_metrics, distribution, run_metrics
+from shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
+
+RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_summary"
+Config = fleetcast_pb2.ShapingConfig
+BASELINE, NO_FORECASTER = "baseline", "none"
+# Application columns summarized as distributions (pooled over a cell's seeds).
+APPLICATION_METRICS = ("turnaround_s", "wait_s", "cpu_slack_pct", "memory_slack_pct",
+                       "work_lost_s")
+# Run columns summarized over a cell's seeds.
+RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
+               "preempted_applications_pct", "mean_cpu_slack_pct", "mean_memory_slack_pct",
+               "mean_turnaround_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One simulation; the baseline's forecaster is "none" and its k1, k2 None."""
+    forecaster: str
+    k1: Optional[float]
+    k2: Optional[float]
+    policy: str
+    seed: int
+
+    @property
+    def key(self) -> tuple:
+        return (self.forecaster, self.k1, self.k2, self.policy)
+
+
+def policy_names(config) -> List[str]:
+    return [Config.Policy.Name(p).lower() for p in config.policy]
+
+
+def forecaster_names(config) -> List[str]:
+    return [Config.Forecaster.Name(f).lower() for f in config.forecaster]
+
+
+def seeds(config) -> List[int]:
+    return list(config.seed) or [0]
+
+
+def run_specs(config) -> List[RunSpec]:
+    """Every configured simulation; the baseline (always run: the speedups need it) once per
+    seed, the shaping policies for every forecaster, k1 and k2."""
+    shaping = [p for p in policy_names(config) if p != BASELINE]
+    specs = [RunSpec(NO_FORECASTER, None, None, BASELINE, s) for s in seeds(config)]
+    for forecaster in forecaster_names(config):
+        specs += [RunSpec(forecaster, k1, k2, policy, seed) for k1 in config.k1
+                  for k2 in config.k2 for policy in shaping for seed in seeds(config)]
+    return specs
+
+
+def forecast_tasks(shaping_input: ShapingInput, config):
+    """((forecaster, shard), (shards, ShapingInput)) per forecaster and shard of the usage
+    series."""
+    shards = min(config.forecast_shards, len(series_representatives(shaping_input.workload)))
+    for name in forecaster_names(config):
+        for shard in range(shards):
+            yield (name, shard), (shards, shaping_input)
+
+
+def forecast_shard(element, config):
+    """((forecaster, shard), [(shards, ShapingInput)]) → (forecaster, Forecasts of the
+    shard's series; NaN elsewhere)."""
+    (name, shard), ((shards, shaping_input),) = element
+    representatives = series_representatives(shaping_input.workload)[shard::shards]
+    forecaster = SHAPING_FORECASTERS[name](config)
+    return name, forecast_workload(shaping_input.workload, forecaster, representatives)
+
+
+def merge_forecasts(element):
+    """(forecaster, [Forecasts of shards]) → (forecaster, Forecasts)."""
+    name, parts = element
+    parts = list(parts)
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = merged.merged(part)
+    return name, merged
+
+
+def fan_out(forecasts, config):
+    """(forecaster, Forecasts) → ((index), (RunSpec, Forecasts)) per run of the forecaster;
+    a None forecaster (the baseline's element) gives the baseline runs."""
+    name, merged = forecasts
+    for i, spec in enumerate(run_specs(config)):
+        if spec.forecaster == name:
+            yield (name, i), (spec, merged)
+
+
+def run(element, config, shaping_input: ShapingInput):
+    """((forecaster, i), [(RunSpec, Forecasts)]) → (RUNS, row) and (APPLICATIONS, table)."""
+    _, (payload,) = element
+    spec, forecasts = payload
+    rng = np.random.default_rng(spec.seed)
+    workload = shaping_input.workload
+    if config.sampled_applications:
+        workload = workload.sampled(config.sampled_applications, rng)
+    workload = workload.with_elastic(config.elastic_fraction, rng)
+    policy = SHAPING_POLICIES[spec.policy](spec.k1, spec.k2).fit(
+        workload, forecasts, config.shaping_interval_steps)
+    max_steps = int(workload.submit_step.max()
+                    + config.max_time_after_last_submit_s // config.step_s)
+    result = simulate(workload, shaping_input.cluster, policy, config.shaping_interval_steps,
+                      seed=spec.seed, max_steps=max_steps)
+    apps = application_metrics(workload, result)
+    row = {"forecaster": spec.forecaster, "k1": spec.k1, "k2": spec.k2, "policy": spec.policy,
+           "seed": spec.seed, "hosts": shaping_input.cluster.num_hosts,
+           "components": workload.num_components, "steps": result.steps,
+           "component_steps": result.component_steps, "shaping_steps": result.shaping_steps,
+           "preempting_shaping_steps": result.algorithm_runs,
+           "forecast_fits": forecasts.fits if forecasts is not None else 0,
+           **run_metrics(apps)}
+    yield RUNS, row
+    columns = {"forecaster": [spec.forecaster] * workload.num_apps,
+               "k1": [spec.k1] * workload.num_apps, "k2": [spec.k2] * workload.num_apps,
+               "policy": [spec.policy] * workload.num_apps,
+               "seed": np.full(workload.num_apps, spec.seed), "app_id": workload.app_id,
+               **apps}
+    yield APPLICATIONS, pa.table(columns, schema=schemas.SHAPING_APPLICATIONS)
+
+
+def runs_table(rows: Iterable[dict]) -> pa.Table:
+    """Every run's row with its turnaround speedup over the baseline of the same seed."""
+    rows = sorted(rows, key=lambda r: (r["forecaster"], r["policy"], r["k1"] or 0,
+                                       r["k2"] or 0, r["seed"]))
+    baseline = {r["seed"]: r["mean_turnaround_s"] for r in rows if r["policy"] == BASELINE}
+    for row in rows:
+        row["turnaround_speedup_vs_baseline"] = baseline[row["seed"]] / row[
+            "mean_turnaround_s"] if row["mean_turnaround_s"] else None
+    return pa.Table.from_pylist(rows, schema=schemas.SHAPING_RUNS)
+
+
+def summary_rows(key: tuple, values: dict) -> List[dict]:
+    """SHAPING_SUMMARY rows of one cell: {metric: float64[n]}."""
+    forecaster, k1, k2, policy = key
+    return [{"forecaster": forecaster, "k1": k1, "k2": k2, "policy": policy, "metric": name,
+             **distribution(np.asarray(v, dtype=np.float64))} for name, v in values.items()]
+
+
+def summary_of_applications(element) -> pa.Table:
+    """(cell key, [application tables of its seeds]) → SHAPING_SUMMARY rows."""
+    key, tables = element
+    apps = pa.concat_tables(list(tables))
+    return pa.Table.from_pylist(summary_rows(key, {
+        name: apps.column(name).to_numpy(zero_copy_only=False) for name in APPLICATION_METRICS}),
+        schema=schemas.SHAPING_SUMMARY)
+
+
+def summary_of_runs(runs: pa.Table) -> pa.Table:
+    """SHAPING_SUMMARY rows of the run metrics, per cell over its seeds."""
+    frame = runs.to_pandas()
+    rows = []
+    for key, cell in frame.groupby(["forecaster", "k1", "k2", "policy"], dropna=False):
+        key = tuple(None if isinstance(v, float) and np.isnan(v) else v for v in key)
+        rows += summary_rows(key, {name: cell[name].to_numpy(dtype=np.float64)
+                                   for name in RUN_METRICS})
+    return pa.Table.from_pylist(rows, schema=schemas.SHAPING_SUMMARY)
+
+
+def application_cell(table: pa.Table):
+    """(cell key, table) of a shaping_applications table (one run's)."""
+    first = table.slice(0, 1).to_pylist()[0]
+    return (first["forecaster"], first["k1"], first["k2"], first["policy"]), table
+
+
+def no_forecasts(shaping_input: ShapingInput) -> tuple:
+    """The baseline's (forecaster, forecasts) element."""
+    return NO_FORECASTER, None
+

@@ -1,0 +1,214 @@
+"""The shaping workload and cluster from the canonical tables, and their dead letters.
+
+Applications are collections (jobs; an instance without a collection id, e.g. an Azure VM,
+is an application of its own), components their instances, each task's *first* run: a
+later run of the same task is the trace scheduler's restart, which the simulator replays
+itself. A component's request is its instance's, its usage series the statistic configured
+(`usage_statistic`) of its usage windows on the step grid from its first window (a missing
+window repeats the previous one), its runtime the series' length; an application is
+submitted at its first component's start and has the highest priority of its components.
+
+Dead letters (source "shaping", table "instances"): a zero or missing request, a machine id
+unknown to the machines table (when the hosts are the trace's machines) and an application
+whose core components do not fit the empty cluster reject the whole application (its other
+components with REASON_SIBLING); a component without usage windows and a later run of a task
+are left out alone (an application left without components is left out).
+"""
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines import schemas
+from pipelines.io import sharding
+from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.stages.placement.pools import hosts_of_machines
+from shaping.cluster.cluster import Cluster
+from shaping.workload import Workload
+
+SOURCE = "shaping"
+WORKLOAD = "workload"
+REASON_NO_REQUEST = "zero or missing cpu_request or memory_request"
+REASON_UNKNOWN_MACHINE = "machine_id not in the machines table"
+REASON_NO_USAGE = "no usage windows"
+REASON_LATER_RUN = "a later run of a task (each task's first run is replayed)"
+REASON_TOO_LARGE = "core components do not fit the empty cluster"
+REASON_SIBLING = "another component of the application was rejected"
+ALONE_REASONS = (REASON_LATER_RUN, REASON_NO_USAGE)
+US_PER_S = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapingInput:
+    """The trace's workload (every component core; seeds mark elastic ones later) and the
+    cluster it runs on."""
+    workload: Workload
+    cluster: Cluster
+
+
+def application_keys(instances: pa.Table) -> np.ndarray:
+    """int64[n] application codes: the collection id, else the instance id (its own app)."""
+    keys = pc.if_else(pc.is_valid(instances.column("collection_id")),
+                      pc.cast(instances.column("collection_id"), pa.string()),
+                      pc.binary_join_element_wise("vm:", instances.column("instance_id"), ""))
+    return sharding.sorted_codes(keys)
+
+
+def cluster_of(config, machines: pa.Table):
+    """The configured homogeneous hosts, else the machines' (None without any)."""
+    if config.HasField("host_shape"):
+        cluster = Cluster.homogeneous(config.host_shape.cpu, config.host_shape.memory,
+                                      config.host_count)
+    else:
+        capacity = hosts_of_machines(machines)
+        if capacity is None:
+            return None
+        cluster = Cluster(capacity)
+    if config.cpu_only:
+        # Memory is left out: one unit per host, zero per component.
+        cluster = Cluster(np.column_stack([cluster.capacity[:, 0], np.ones(cluster.num_hosts)]))
+    return cluster
+
+
+def instance_reasons(instances: pa.Table, machines: pa.Table, config) -> np.ndarray:
+    """object[n] dead-letter reason per instance row ("" = kept), before usage is read."""
+    cpu = np.nan_to_num(instances.column("cpu_request").to_numpy(zero_copy_only=False)
+                        .astype(np.float64))
+    memory = np.nan_to_num(instances.column("memory_request").to_numpy(zero_copy_only=False)
+                           .astype(np.float64))
+    reasons = np.full(instances.num_rows, "", dtype=object)
+    task = pc.binary_join_element_wise(pc.cast(instances.column("collection_id"), pa.string()),
+                                       pc.cast(instances.column("instance_index"), pa.string()),
+                                       ":")
+    task = pc.if_else(pc.is_valid(task), task, instances.column("instance_id"))
+    codes = sharding.sorted_codes(task)
+    reasons[np.concatenate([[False], codes[1:] == codes[:-1]])] = REASON_LATER_RUN
+    if not config.HasField("host_shape"):
+        known = pc.is_in(instances.column("machine_id"),
+                         pa.array(np.unique(machines.column("machine_id").to_numpy())))
+        unknown = pc.and_(pc.is_valid(instances.column("machine_id")), pc.invert(known))
+        reasons[np.asarray(unknown.to_numpy(zero_copy_only=False), dtype=bool)] = (
+            REASON_UNKNOWN_MACHINE)
+    reasons[(cpu <= 0) | ((memory <= 0) & (not config.cpu_only))] = REASON_NO_REQUEST
+    return reasons
+
+
+def usage_series(instances: pa.Table, usage: pa.Table, config):
+    """(lengths int64[n], series float64[sum, 2]) of the kept instances (rows in order) on
+    the step grid; a length of 0 = no usage window."""
+    step_us = config.step_s * US_PER_S
+    statistic = "avg" if config.usage_statistic == 1 else "max"
+    ids = instances.column("instance_id")
+    usage = usage.filter(pc.is_in(usage.column("instance_id"), ids))
+    cpu = usage.column(f"{statistic}_cpu")
+    usage = usage.filter(pc.is_valid(cpu) if config.cpu_only else pc.and_(
+        pc.is_valid(cpu), pc.is_valid(usage.column(f"{statistic}_memory"))))
+    row = pc.index_in(usage.column("instance_id"), ids).to_numpy(zero_copy_only=False)
+    start = usage.column("start_time").to_numpy()
+    run_start = instances.column("start_time").to_numpy()[row]
+    run_end = (instances.column("end_time").to_numpy(zero_copy_only=False)
+               .astype(np.float64)[row])
+    keep = (start >= run_start) & ~(start >= run_end)  # a null end (NaN) keeps every window
+    order = np.lexsort((start[keep], row[keep]))
+    row, start = row[keep][order], start[keep][order]
+    values = np.column_stack([
+        usage.column(f"{statistic}_cpu").to_numpy(zero_copy_only=False)[keep][order],
+        np.zeros(len(row)) if config.cpu_only else
+        usage.column(f"{statistic}_memory").to_numpy(zero_copy_only=False)[keep][order]])
+    first = np.concatenate([[True], row[1:] != row[:-1]]) if len(row) else np.zeros(0, bool)
+    first_start = np.maximum.accumulate(np.where(first, start, -1))
+    step = (start - first_start) // step_us
+    lengths = np.zeros(instances.num_rows, dtype=np.int64)
+    np.maximum.at(lengths, row, step + 1)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    position = np.full(offsets[-1], -1)
+    position[offsets[row] + step] = np.arange(len(row))
+    # Missing windows repeat the previous one (a component's first window is always there).
+    position = np.maximum.accumulate(position) if len(position) else position
+    return lengths, values[position] if len(position) else np.zeros((0, 2))
+
+
+def prepare(element, config):
+    """(key, {instances, usage, machines}) → (WORKLOAD, ShapingInput) and dead letters."""
+    _, grouped = element
+    instances = sharding.concat(grouped["instances"], schemas.INSTANCES)
+    machines = sharding.concat(grouped["machines"], schemas.MACHINES)
+    if not instances.num_rows:
+        return
+    cluster = cluster_of(config, machines)
+    apps = application_keys(instances)
+    instances = instances.take(pa.array(np.lexsort((
+        instances.column("start_time").to_numpy(),
+        instances.column("instance_index").to_numpy(zero_copy_only=False), apps))))
+    apps = application_keys(instances)
+    reasons = instance_reasons(instances, machines, config)
+    if cluster is None:
+        reasons[:] = REASON_UNKNOWN_MACHINE
+    lengths, series = usage_series(instances, sharding.concat(grouped["usage"], schemas.USAGE),
+                                   config)
+    reasons = reject_siblings(apps, reasons)
+    # A component without usage is left out alone; an application without any is left out.
+    reasons[(reasons == "") & (lengths == 0)] = REASON_NO_USAGE
+    if cluster is not None:
+        reasons = reject_siblings(apps, too_large(instances, apps, reasons, cluster, config))
+    rejected = reasons != ""
+    if rejected.any():
+        yield DEAD_LETTERS, rows_as_dead_letters(
+            SOURCE, "instances", instances.filter(pa.array(rejected)), reasons[rejected])
+    if not rejected.all():
+        yield WORKLOAD, ShapingInput(
+            workload_of(instances, apps, lengths, series, ~rejected, config), cluster)
+
+
+def reject_siblings(apps: np.ndarray, reasons: np.ndarray) -> np.ndarray:
+    """`reasons` with every kept component of an application with a rejected one rejected
+    (components left out alone, ALONE_REASONS, do not reject their application)."""
+    bad = np.zeros(apps.max() + 1, dtype=bool)
+    bad[apps[(reasons != "") & ~np.isin(reasons, ALONE_REASONS)]] = True
+    reasons = reasons.copy()
+    reasons[(reasons == "") & bad[apps]] = REASON_SIBLING
+    return reasons
+
+
+def requests(instances: pa.Table, config) -> np.ndarray:
+    """float64[n, 2] (cpu, memory) requests; memory 0 with cpu_only."""
+    cpu = instances.column("cpu_request").to_numpy(zero_copy_only=False).astype(np.float64)
+    memory = instances.column("memory_request").to_numpy(zero_copy_only=False).astype(
+        np.float64)
+    return np.column_stack([cpu, np.zeros(len(cpu)) if config.cpu_only else memory])
+
+
+def too_large(instances, apps, reasons, cluster: Cluster, config) -> np.ndarray:
+    """`reasons` with REASON_TOO_LARGE for the kept applications that fit no empty cluster."""
+    reasons = reasons.copy()
+    demand = requests(instances, config)
+    kept = np.flatnonzero(reasons == "")
+    for rows in np.split(kept, np.flatnonzero(np.diff(apps[kept])) + 1):
+        if len(rows) and not cluster.fits_empty(demand[rows]):
+            reasons[rows] = REASON_TOO_LARGE
+    return reasons
+
+
+def workload_of(instances, apps, lengths, series, kept, config) -> Workload:
+    """The Workload of the kept instance rows (grouped by application, in row order)."""
+    step_us = config.step_s * US_PER_S
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    rows = np.flatnonzero(kept)
+    app_codes, first, counts = np.unique(apps[rows], return_index=True, return_counts=True)
+    start = instances.column("start_time").to_numpy()[rows]
+    origin = start.min()
+    priority = np.nan_to_num(instances.column("priority").to_numpy(zero_copy_only=False)
+                             .astype(np.float64))[rows]
+    app_start = np.concatenate([[0], np.cumsum(counts)])
+    # The collection id; an application without one (a VM) gets a negative id.
+    collection = (instances.column("collection_id").to_numpy(zero_copy_only=False)
+                  .astype(np.float64)[rows][first])
+    app_id = np.where(np.isnan(collection), -1 - app_codes,
+                      np.nan_to_num(collection)).astype(np.int64)
+    return Workload.from_series(
+        config.step_s, (np.minimum.reduceat(start, app_start[:-1]) - origin) // step_us,
+        np.maximum.reduceat(priority, app_start[:-1]).astype(np.int64), counts,
+        requests(instances, config)[rows], np.zeros(len(rows), dtype=bool),
+        [series[offsets[r]:offsets[r + 1]] for r in rows], app_id=app_id)

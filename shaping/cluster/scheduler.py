@@ -1,0 +1,60 @@
+"""The application scheduler: a FIFO queue (priority first) and first-fit placement on the
+hosts' free allocations (capacity minus the allocations of the components they run)."""
+
+import bisect
+from typing import Optional
+
+import numpy as np
+
+
+class FifoQueue:
+    """Waiting applications in scheduling order: higher priority first, then earlier
+    submission, then application index.
+
+    A resubmitted application (failed or fully preempted) keeps its original submission
+    step, so it re-enters "in a position commensurate to its original priority" (002
+    §III-B): ahead of everything of its priority submitted after it.
+
+    Args:
+      priority, submit_step: int64[A] of the workload's applications.
+    """
+
+    def __init__(self, priority: np.ndarray, submit_step: np.ndarray):
+        self._priority = priority
+        self._submit_step = submit_step
+        self._keys = []
+
+    def key(self, app: int) -> tuple:
+        return (-int(self._priority[app]), int(self._submit_step[app]), int(app))
+
+    def push(self, app: int):
+        bisect.insort(self._keys, self.key(app))
+
+    def head(self) -> int:
+        return self._keys[0][2]
+
+    def pop(self) -> int:
+        return self._keys.pop(0)[2]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def first_fit(free: np.ndarray, demand: np.ndarray) -> int:
+    """The lowest-index host whose free float[H, 2] holds demand float[2], or -1."""
+    fits = (free[:, 0] >= demand[0]) & (free[:, 1] >= demand[1])
+    host = int(fits.argmax())
+    return host if fits[host] else -1
+
+
+def place_all(free: np.ndarray, demand: np.ndarray) -> Optional[np.ndarray]:
+    """Hosts int64[k] for components of demand float[k, 2], first fit one after the other,
+    taken from `free` (modified in place); None (and `free` unchanged) if one does not fit."""
+    hosts = np.empty(len(demand), dtype=np.int64)
+    for i, d in enumerate(demand):
+        hosts[i] = first_fit(free, d)
+        if hosts[i] < 0:
+            np.add.at(free, hosts[:i], demand[:i])
+            return None
+        free[hosts[i]] -= d
+    return hosts

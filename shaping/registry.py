@@ -1,0 +1,37 @@
+"""The registries of the shaping plug-ins: policies and forecasters.
+
+A policy entry builds a `ShapingPolicy` from (k1, k2); a forecaster entry builds a
+`UsageForecaster` from the ShapingConfig (its shaping interval and model knobs). Names are
+the lower-case names of the config's enum values (`PESSIMISTIC` → "pessimistic").
+"""
+
+from configs.registry import Registry
+from shaping.arima import DEFAULT_LAGS
+from shaping.forecasters import (
+    ArimaUsageForecaster,
+    GaussianProcessUsageForecaster,
+    OracleForecaster,
+)
+from shaping.policies.baseline import Baseline
+from shaping.policies.optimistic import Optimistic
+from shaping.policies.pessimistic import Pessimistic
+
+SHAPING_POLICIES = Registry("shaping policy")
+SHAPING_POLICIES.register("baseline", lambda k1, k2: Baseline())
+SHAPING_POLICIES.register("optimistic", Optimistic)
+SHAPING_POLICIES.register("pessimistic", Pessimistic)
+
+
+def _common(config) -> dict:
+    return {"interval_steps": config.shaping_interval_steps,
+            "num_history_samples": config.num_history_samples,
+            "min_fit_samples": config.min_fit_samples,
+            "uncertainty": "std" if config.uncertainty_std else "variance"}
+
+
+SHAPING_FORECASTERS = Registry("shaping forecaster")
+SHAPING_FORECASTERS.register("oracle", lambda config: OracleForecaster(**_common(config)))
+SHAPING_FORECASTERS.register("arima", lambda config: ArimaUsageForecaster(
+    lags=[o.p for o in config.arima_order] or DEFAULT_LAGS, **_common(config)))
+SHAPING_FORECASTERS.register("gaussian_process", lambda config: GaussianProcessUsageForecaster(
+    pattern_length=config.gp_pattern_length, **_common(config)))

@@ -1,0 +1,138 @@
+"""The shaping simulator's workload: applications, their components, per-step usage.
+
+An application (a trace collection / job) has components (its instances), each with a
+request (cpu, memory), a runtime in steps and a usage series of that many steps. Usage is
+indexed by the component's *age* (steps it has run since its last start): runtime advances
+only while a component runs, and a component that restarts replays its series from the
+beginning (its work is lost, 002 §III-B).
+
+Everything is a flat numpy array (no per-row objects): components are sorted by application
+(`app_start` is the CSR offset of each application's components), and the usage series of all
+components are concatenated in `usage` (component c's series is
+``usage[offset[c]:offset[c] + length[c]]``). Several components may share one series: a
+sampled workload (002 §IV-A) reuses the trace's series, and the forecasts, which are computed
+once per series, are aligned with `usage`.
+
+Usage is clipped to the request: a component never uses more than it asked for (the
+request is its container's limit in the reservation-centric baseline), so the baseline can
+never overload a host. `clipped_steps` counts the clipped (component step, resource) values.
+"""
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+CPU, MEMORY = 0, 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """Applications and components as flat arrays (A applications, C components, N steps).
+
+    Attributes:
+      step_s: seconds per step (the usage window, 300 s for Google v3 and Azure).
+      app_id: int64[A] the applications' ids in outputs (trace collection ids).
+      submit_step: int64[A] submission step, ascending.
+      priority: int64[A] higher is more important.
+      app_start: int64[A + 1] application a's components are app_start[a]:app_start[a + 1].
+      request: float64[C, 2] (cpu, memory) request, in the trace's units.
+      elastic: bool[C] elastic components (False: core).
+      length: int64[C] runtime in steps (>= 1).
+      offset: int64[C] start of the component's series in `usage`.
+      usage: float64[N, 2] per-step (cpu, memory) usage, clipped to the request.
+      clipped_steps: values above the request that were clipped when the workload was built.
+    """
+
+    step_s: float
+    app_id: np.ndarray
+    submit_step: np.ndarray
+    priority: np.ndarray
+    app_start: np.ndarray
+    request: np.ndarray
+    elastic: np.ndarray
+    length: np.ndarray
+    offset: np.ndarray
+    usage: np.ndarray
+    clipped_steps: int = 0
+
+    @property
+    def num_apps(self) -> int:
+        return len(self.submit_step)
+
+    @property
+    def num_components(self) -> int:
+        return len(self.length)
+
+    @property
+    def app_of(self) -> np.ndarray:
+        """int64[C] the application of every component."""
+        return np.repeat(np.arange(self.num_apps), np.diff(self.app_start))
+
+    def component_steps(self) -> int:
+        """Steps of work in the workload (each component run once to completion)."""
+        return int(self.length.sum())
+
+    @classmethod
+    def from_series(cls, step_s: float, submit_step: Sequence[int], priority: Sequence[int],
+                    components_per_app: Sequence[int], request, elastic,
+                    series: Sequence[np.ndarray], app_id=None) -> "Workload":
+        """A workload from per-component usage series (float[L_c, 2] each, in application
+        order); applications are sorted by (submit step, app id) and usage is clipped."""
+        counts = np.asarray(components_per_app, dtype=np.int64)
+        app_start = np.concatenate([[0], np.cumsum(counts)])
+        lengths = np.array([len(s) for s in series], dtype=np.int64)
+        if len(lengths) != app_start[-1] or np.any(lengths < 1) or np.any(counts < 1):
+            raise ValueError("every application needs components with at least one step")
+        request = np.asarray(request, dtype=np.float64).reshape(-1, 2)
+        usage = np.concatenate([np.asarray(s, dtype=np.float64).reshape(-1, 2)
+                                for s in series])
+        offset = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        limit = np.repeat(request, lengths, axis=0)
+        clipped = int(np.count_nonzero(usage > limit))
+        elastic = np.asarray(elastic, dtype=bool)
+        if np.any(np.add.reduceat(~elastic, app_start[:-1]) == 0):
+            raise ValueError("every application needs a core component")
+        workload = cls(float(step_s),
+                       np.arange(len(counts)) if app_id is None else np.asarray(app_id),
+                       np.asarray(submit_step, dtype=np.int64),
+                       np.asarray(priority, dtype=np.int64), app_start, request,
+                       elastic, lengths, offset,
+                       np.clip(usage, 0.0, limit), clipped)
+        return workload.select_apps(np.lexsort((workload.app_id, workload.submit_step)))
+
+    def select_apps(self, apps: np.ndarray, submit_step=None) -> "Workload":
+        """The workload of applications `apps` (int[A'], repeats allowed) in that order,
+        sharing this workload's usage series; `submit_step` replaces their submit steps."""
+        starts, ends = self.app_start[apps], self.app_start[apps + 1]
+        counts = ends - starts
+        components = (np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]),
+                                counts) + np.arange(counts.sum()))
+        return dataclasses.replace(
+            self, app_id=self.app_id[apps],
+            submit_step=self.submit_step[apps] if submit_step is None else submit_step,
+            priority=self.priority[apps], app_start=np.concatenate([[0], np.cumsum(counts)]),
+            request=self.request[components], elastic=self.elastic[components],
+            length=self.length[components], offset=self.offset[components])
+
+    def sampled(self, num_apps: int, rng: np.random.Generator) -> "Workload":
+        """002 §IV-A's sampled workload: `num_apps` applications drawn with replacement from
+        this one (components, requests, usage, priority together), submitted with
+        inter-arrival times drawn from this workload's empirical inter-arrival times.
+        Sampled applications get ids 0 .. num_apps - 1."""
+        apps = rng.integers(0, self.num_apps, num_apps)
+        gaps = np.diff(self.submit_step)
+        drawn = rng.choice(gaps, num_apps - 1) if len(gaps) else np.zeros(num_apps - 1, int)
+        submit = int(self.submit_step[0]) + np.concatenate([[0], np.cumsum(drawn)])
+        sample = self.select_apps(apps, submit.astype(np.int64))
+        return dataclasses.replace(sample, app_id=np.arange(num_apps))
+
+    def with_elastic(self, fraction: float, rng: np.random.Generator) -> "Workload":
+        """Marks each multi-component application elastic with probability `fraction`: its
+        first component stays core (like a Spark driver), the others become elastic. The
+        trace cannot tell (002 footnote 4), so with fraction 0 every component is core."""
+        counts = np.diff(self.app_start)
+        chosen = (counts > 1) & (rng.random(self.num_apps) < fraction)
+        elastic = np.repeat(chosen, counts)
+        elastic[self.app_start[:-1]] = False
+        return dataclasses.replace(self, elastic=elastic)

@@ -1,0 +1,250 @@
+"""Atomic results: a run stages its files and publishes them with a manifest only when it
+succeeds; a killed or failed run leaves the previous results as they were; fleetcast deletes
+only what its manifest says it wrote; readers refuse a directory without a successful
+manifest."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import cli
+from pipelines.io import publish
+from pipelines.io.failures import RunFailed
+from pipelines.query import QueryError, query
+from tests.helpers import REPO, read_table
+
+READINGS = "".join(f"{300 * t},vm{v},1.0,{10 + t % 7}.0,{5 + v}.0\n"
+                   for v in range(3) for t in range(40))
+VMTABLE = "vm0,s,d,0,12000,50,10,40,Interactive,2,4\nvm1,s,d,0,,50,10,40,Delay-insensitive,4,8\n"
+OVERCOMMIT = ('overcommit { metric { avg_cpu: true } scheduler { at_random { num_machines: 1 '
+              'seed: 0 } } fortune_teller { name: "oracle" oracle { horizon_s: 3600 } } }')
+
+
+def _config(tmp_path, name="tiny", extra="", readings=READINGS):
+    (tmp_path / "readings.csv").write_text(readings)
+    (tmp_path / "vmtable.csv").write_text(VMTABLE)
+    path = tmp_path / f"{name}.textproto"
+    path.write_text(f'name: "{name}"\nazure_v1 {{ vmtable: "{tmp_path}/vmtable.csv" '
+                    f'vm_cpu_readings: "{tmp_path}/readings.csv" }}\n{extra}')
+    return path
+
+
+def _run(config, output_dir, *args):
+    return cli.main(["run", str(config), "--output_dir", str(output_dir), "-q", *args])
+
+
+def _snapshot(root):
+    """{relative path: sha256} of every file under `root` but fleetcast's state dir."""
+    files = {}
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d != publish.STATE_DIR]
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                files[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
+    return files
+
+
+def test_a_run_publishes_its_tables_with_a_manifest_written_last(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    manifest = json.loads((out / "fleetcast_manifest.json").read_text())
+    assert manifest["success"] is True and manifest["name"] == "tiny"
+    assert manifest["config"].startswith('name: "tiny"\nazure_v1 {')
+    assert manifest["fleetcast_version"] == cli._version()
+    assert manifest["started_at"] <= manifest["finished_at"]
+    assert {name: t["rows"] for name, t in manifest["tables"].items()} == {
+        "dead_letters": 0, "instances": 2, "machines": 0, "source_counts": 2, "usage": 120}
+    assert sorted(manifest["files"]) == sorted(
+        f for table in manifest["tables"].values() for f in table["files"])
+    assert len(manifest["files"]) == 5 * 4
+    assert not list((out / publish.STATE_DIR).rglob("*.*"))  # nothing left staged
+
+
+def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    before = _snapshot(out)
+    # The second run's shard writer pauses after every file, so that it is killed while
+    # writing: some of its files exist, staged, when SIGKILL comes.
+    runner = tmp_path / "slow_writer.py"
+    runner.write_text(
+        "import sys, time\n"
+        "from pipelines import cli\n"
+        "from pipelines.io import sinks\n"
+        "process = sinks._WriteShard.process\n"
+        "def slow(self, element):\n"
+        "    for written in process(self, element):\n"
+        "        time.sleep(0.5)\n"
+        "        yield written\n"
+        "sinks._WriteShard.process = slow\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n")
+    (tmp_path / "b").mkdir()
+    bigger = _config(tmp_path / "b", readings=READINGS * 2)
+    process = subprocess.Popen([sys.executable, str(runner), "run", str(bigger),
+                                "--output_dir", str(out), "-q"], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    staging = out / publish.STATE_DIR / "staging"
+    deadline = time.time() + 120
+    while not list(staging.rglob("part-*.parquet")) and time.time() < deadline:
+        assert process.poll() is None, "the run ended before it was killed"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert list(staging.rglob("part-*.parquet")), "killed before it wrote anything"
+    assert _snapshot(out) == before
+    assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 120}]
+    # The next run removes what the killed one left staged and publishes its own.
+    assert _run(bigger, out) == 0
+    assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 240}]
+    assert not list(staging.rglob("*.parquet"))
+
+
+def test_user_files_stay_and_stale_tables_of_the_earlier_run_go(tmp_path):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path, extra=OVERCOMMIT + " output { num_shards: 3 }"), out) == 0
+    assert (out / "overcommit_summary").is_dir()
+    user_files = {"notes.txt": "mine", ".hidden": "mine too", "usage/notes.txt": "kept",
+                  "overcommit_summary/sheet.csv": "a,b"}
+    for name, text in user_files.items():
+        (out / name).write_text(text)
+    assert _run(_config(tmp_path, extra="output { num_shards: 2 }"), out) == 0
+    assert {name: (out / name).read_text() for name in user_files} == user_files
+    # The overcommit tables of the first run are gone but for the user's file; no table
+    # keeps a third shard of the first run.
+    assert sorted(p.name for p in (out / "overcommit_summary").iterdir()) == ["sheet.csv"]
+    assert not (out / "overcommit_counts").exists()
+    assert sorted(p.name for p in (out / "usage").iterdir()) == [
+        "notes.txt", "part-00000-of-00002.parquet", "part-00001-of-00002.parquet"]
+    manifest = publish.require_manifest(str(out))
+    assert sorted(manifest["tables"]) == [
+        "dead_letters", "instances", "machines", "source_counts", "usage"]
+
+
+def test_results_of_fleetcast_before_manifests_are_replaced_not_mixed(tmp_path):
+    out = tmp_path / "out"
+    (out / "usage").mkdir(parents=True)
+    old = pa.table({"x": [1]})
+    for shard in range(6):  # an earlier fleetcast's 6 shards, without a manifest
+        pq.write_table(old, out / "usage" / f"part-{shard:05d}-of-00006.parquet")
+    (out / "usage" / "notes.txt").write_text("kept")
+    assert _run(_config(tmp_path), out) == 0
+    assert sorted(p.name for p in (out / "usage").iterdir()) == [
+        "notes.txt", *(f"part-{s:05d}-of-00004.parquet" for s in range(4))]
+    assert len(read_table(out / "usage")) == 120
+
+
+def test_a_file_fleetcast_did_not_write_is_never_replaced(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    before = _snapshot(out)
+    manifest = json.loads((out / "fleetcast_manifest.json").read_text())
+    manifest["files"].remove("usage/part-00000-of-00004.parquet")  # as if a user's file
+    (out / "fleetcast_manifest.json").write_text(json.dumps(manifest))
+    before["fleetcast_manifest.json"] = _snapshot(out)["fleetcast_manifest.json"]
+    assert _run(_config(tmp_path), out) == cli.EXIT_RUN_FAILED
+    assert (f"fleetcast: run failed: {out}/usage/part-00000-of-00004.parquet: exists and no "
+            "fleetcast manifest says fleetcast wrote it") in capsys.readouterr().err
+    assert _snapshot(out) == before
+
+
+def test_an_unwritable_output_fails_before_any_compute(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a directory")
+    started = time.time()
+    assert _run(_config(tmp_path), blocker / "out") == cli.EXIT_RUN_FAILED
+    assert time.time() - started < 5
+    assert (f"fleetcast: run failed: {blocker}/out: the output location is not writable"
+            in capsys.readouterr().err)
+
+
+def test_a_table_whose_every_row_is_rejected_fails_and_publishes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    before = _snapshot(out)
+    bad = "".join(f"{300 * t},vm0,1.0,101.0,250.0\n" for t in range(5))  # cpu % above 100
+    assert _run(_config(tmp_path, readings=bad), out) == cli.EXIT_RUN_FAILED
+    err = capsys.readouterr().err
+    failed = next((out / publish.STATE_DIR / "failed").iterdir())
+    assert (f"fleetcast: run failed: every row of azure_v1.vm_cpu_readings was rejected: 5 "
+            "of 5 (most common reason, 5 rows: maxcpu above 100 %: 101.0); nothing was "
+            f"published ({out} keeps its previous results); this run's tables, dead letters "
+            f"included, are in {failed}") in err
+    assert _snapshot(out) == before
+    assert len(read_table(failed / "dead_letters")) == 5
+
+
+def test_readers_refuse_a_directory_without_a_successful_manifest(tmp_path):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    (out / "fleetcast_manifest.json").unlink()
+    with pytest.raises(QueryError, match=f"^{out}: no successful fleetcast run manifest"):
+        query(str(out), "SELECT 1")
+    with pytest.raises(RunFailed, match=f"^{out}: no successful fleetcast run manifest"):
+        publish.parquet_files_of(str(out / "usage"))
+    loader = tmp_path / "load.textproto"
+    loader.write_text(f'usage {{ input {{ parquet: "{out}/usage" }} }}\n{OVERCOMMIT}')
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(loader),
+                             "--output_dir", str(tmp_path / "again"), "-q"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(
+        f"fleetcast: run failed: {out}: no successful fleetcast run manifest "
+        "(fleetcast_manifest.json): the directory holds no finished run (a run failed, was "
+        "killed while publishing, or never ran); run the config again")
+
+
+def test_a_publication_killed_halfway_is_finished_by_the_next_run(tmp_path):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    area = publish.StagingArea.open(str(out))
+    staged = area.staged_dir(str(out / "usage"))
+    os.makedirs(staged)
+    pq.write_table(pa.table({"x": [1, 2]}), os.path.join(staged, "part-00000-of-00001.parquet"))
+    manifest = area.manifest(name="halfway")
+    # Killed after the first step of the publication: the root has no manifest.
+    area._move_into_place = lambda plan: (out / "fleetcast_manifest.json").unlink()
+    area.publish(manifest)
+    with pytest.raises(RunFailed):
+        publish.require_manifest(str(out))
+    publish.StagingArea.open(str(out)).discard()  # what the next run does first
+    assert publish.require_manifest(str(out))["name"] == "halfway"
+    assert sorted(p.name for p in (out / "usage").iterdir()) == ["part-00000-of-00001.parquet"]
+
+
+def test_an_extra_copy_into_a_table_of_the_run_fails_before_any_compute(tmp_path, capsys):
+    out = tmp_path / "out"
+    clash = _config(tmp_path, extra=f'machines {{ output {{ parquet: "{out}/machines" }} }}')
+    assert _run(clash, out) == cli.EXIT_RUN_FAILED
+    assert (f"fleetcast: run failed: {out}/machines: two outputs of the run write into it"
+            in capsys.readouterr().err)
+    assert not (out / "machines").exists()
+    elsewhere = tmp_path / "copies" / "instances"
+    copy = _config(tmp_path, extra=f'instances {{ output {{ parquet: "{elsewhere}" }} }}')
+    assert _run(copy, out) == 0
+    assert len(read_table(elsewhere)) == 2
+    assert f"{elsewhere}/part-00000-of-00004.parquet" in publish.require_manifest(
+        str(out))["files"]
+
+
+def test_a_table_loaded_from_the_output_itself_stays_published(tmp_path):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    usage_files = sorted((out / "usage").iterdir())
+    loader = tmp_path / "reuse.textproto"
+    loader.write_text(f'name: "reuse"\nusage {{ input {{ parquet: "{out}/usage" }} }}\n'
+                      f"{OVERCOMMIT}")
+    assert _run(loader, out) == 0
+    manifest = publish.require_manifest(str(out))
+    assert manifest["tables"]["usage"]["rows"] == 120
+    assert sorted((out / "usage").iterdir()) == usage_files
+    assert "overcommit_summary" in manifest["tables"] and "instances" not in manifest["tables"]
+    assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 120}]

@@ -1,0 +1,129 @@
+"""`fleetcast report RESULTS_DIR` as a user runs it, and the page rendered in a real headless
+Chromium (Debian's chromium + chromium-driver, driven by selenium): every figure loads."""
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import config as run_config
+from pipelines.report import overcommit
+
+FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
+SCREENSHOT = pathlib.Path("/tmp/fleetcast_report.png")
+CHROMEDRIVER = shutil.which("chromedriver")
+# Every stage on a tiny synthetic trace; the placement sweeps three noisy accuracies.
+CONFIG = """
+name: "tiny"
+synthetic { machines: 4 days: 1 seed: 1 }
+overcommit {
+  metric { cpu_percentile: 90 }
+  scheduler { by_machine_id: true }
+  fortune_teller { name: "oracle" oracle { horizon_s: 86400 cap_to_limit: true } }
+  fortune_teller { name: "borg_default" predictor { borg_default { phi: 0.9 } } }
+  fortune_teller { name: "n_sigma" predictor { n_sigma { n: 5 } } }
+  fortune_teller { name: "max_n_sigma_rc_like" predictor { max_of {
+    predictors { n_sigma { n: 5 } } predictors { rc_like { percentile: 99 } } } } }
+}
+lifetime_model { lifetime_cap_s: 10800 num_trees: 10 learning_rate: 0.2
+                 long_lived_threshold_s: 3600 num_shards: 2 }
+placement { policy: BEST_FIT policy: NILAS lifetime_source { oracle: true }
+            lifetime_source { noisy_oracle_accuracy: 0.6 }
+            lifetime_source { noisy_oracle_accuracy: 0.9 }
+            warmup_s: 10800 sample_period_s: 900 }
+output { num_shards: 1 }
+"""
+FIGURES = ("overcommit_fig10", "placement_empty_hosts", "placement_summary",
+           "placement_accuracy_sweep", "lifetime_f1_vs_uptime", "lifetime_error_histogram",
+           "lifetime_model_comparison")
+
+
+def fleetcast(*args, cwd):
+    return subprocess.run([str(FLEETCAST), *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """(results dir, `fleetcast report` result) of a tiny run of every stage."""
+    root = tmp_path_factory.mktemp("report")
+    (root / "tiny.textproto").write_text(CONFIG)
+    run = fleetcast("run", "tiny.textproto", "--output_dir", "results/tiny", "-q", cwd=root)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root / "results" / "tiny", fleetcast("report", "results/tiny", cwd=root)
+
+
+def test_report_writes_one_page_and_every_figure_as_png_and_svg(report):
+    results, done = report
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = results / "report" / "report.html"
+    assert f"report: {page}" in done.stdout
+    text = page.read_text(encoding="utf-8")
+    for figure in FIGURES:
+        assert (results / "report" / "figures" / f"{figure}.png").stat().st_size > 5000
+        assert (results / "report" / "figures" / f"{figure}.svg").read_text().startswith(
+            "<?xml")
+        assert f'<figure id="{figure}"><img' in text
+    # Self-contained: images are data URIs, nothing is fetched.
+    assert text.count('src="data:image/png;base64,') == len(FIGURES)
+    assert "http://" not in text and "https://" not in text
+    for section in ("<h2>Config</h2>", "synthetic {", "Rows per source table",
+                    "Dead letters: ", "<h2>Overcommit</h2>", "<h2>Placement</h2>",
+                    "<h2>Lifetime models</h2>", "la_classifier"):
+        assert section in text, section
+
+
+def test_report_of_a_directory_without_a_run_fails_naming_it(tmp_path):
+    done = fleetcast("report", "nothing_here", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "nothing_here" in done.stderr
+
+
+def test_teller_labels_say_what_each_teller_computes():
+    config = run_config.parse_config(CONFIG)
+    assert overcommit.teller_labels(config) == {
+        "oracle": "oracle: peak oracle 24 h p100",
+        "borg_default": "borg_default: borg-default φ=0.9",
+        "n_sigma": "n_sigma: N-sigma n=5",
+        "max_n_sigma_rc_like": "max_n_sigma_rc_like: max(N-sigma n=5, RC-like p99)",
+    }
+
+
+@pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver: apt-get install -y "
+                    "chromium chromium-driver (scripts/setup_venv.sh does)")
+def test_every_figure_loads_in_headless_chromium(report):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    results, done = report
+    assert done.returncode == 0, done.stderr[-3000:]
+    options = webdriver.ChromeOptions()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1300,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        driver.get((results / "report" / "report.html").as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.closest('figure').id, i.complete,"
+            " i.naturalWidth, i.naturalHeight]);")
+        assert sorted(image[0] for image in images) == sorted(FIGURES)
+        for figure, complete, width, height in images:
+            assert complete and width > 500 and height > 200, (figure, width, height)
+        height = driver.execute_script("return document.body.scrollHeight;")
+        driver.set_window_size(1300, min(height + 100, 16000))
+        driver.save_screenshot(str(SCREENSHOT))
+    finally:
+        driver.quit()
+    assert SCREENSHOT.stat().st_size > 50_000
+
+
+def test_demo_placement_sweeps_at_least_four_accuracies():
+    config = run_config.load_config(str(pathlib.Path(__file__).parent.parent / "configs"
+                                        / "demo.textproto"))
+    accuracies = {1.0 if s.WhichOneof("source") == "oracle" else s.noisy_oracle_accuracy
+                  for s in config.placement.lifetime_source
+                  if s.WhichOneof("source") in ("oracle", "noisy_oracle_accuracy")}
+    assert len(accuracies) >= 4, accuracies

@@ -1,0 +1,188 @@
+"""Semantics of the shaping simulator and its policies (paper 002 §III-B, Algorithm 1) on
+hand-made clusters with known answers, and the vectorized step against the per-component
+reference on random workloads."""
+
+import numpy as np
+import pytest
+
+from shaping.cluster.cluster import Cluster
+from shaping.cluster.simulator import Simulation, simulate
+from shaping.forecasters import OracleForecaster, forecast_workload
+from shaping.policies.base import RunningComponents
+from shaping.policies.baseline import Baseline
+from shaping.policies.optimistic import Optimistic
+from shaping.policies.pessimistic import Pessimistic, algorithm_1
+from shaping.workload import Workload
+from tests.reference.shaping_simulator import simulate_reference
+from tests.shaping_workloads import random_workload
+
+INTERVAL = 4
+
+
+def _fitted(policy, workload, interval=INTERVAL):
+    return policy.fit(workload, forecast_workload(workload, OracleForecaster()), interval)
+
+
+def _two_growing_apps():
+    """One host of 10 CPUs. A (submitted at 0) and B (at 1) request 8 CPUs each and use 2
+    for 8 steps, then 8 for 12 steps. Baseline: B waits for A. Shaped with the oracle: A is
+    allocated 2 on admission (its peak over 4 steps), so B is admitted at step 1, also at 2;
+    at the shaping step 8 both need 8 (A from step 8, B from step 9)."""
+    usage = np.column_stack([np.r_[np.full(8, 2.0), np.full(12, 8.0)], np.full(20, 0.5)])
+    return (Workload.from_series(300, [0, 1], [0, 0], [1, 1], [[8, 1], [8, 1]],
+                                 [False, False], [usage, usage]),
+            Cluster.homogeneous(10, 100, 1))
+
+
+def test_baseline_queues_and_never_preempts():
+    workload, cluster = _two_growing_apps()
+    result = simulate(workload, cluster, _fitted(Baseline(), workload), INTERVAL)
+    assert list(result.start_step) == [0, 20]
+    assert list(result.finish_step) == [20, 40]
+    assert result.failures.sum() == result.preemptions.sum() == result.lost_steps.sum() == 0
+
+
+def test_optimistic_overloads_the_host_and_fails_an_application():
+    workload, cluster = _two_growing_apps()
+    result = simulate(workload, cluster, _fitted(Optimistic(), workload), INTERVAL)
+    # Step 9: 8 + 8 CPUs used on 10: the OS kills one of the two (same priority: random).
+    assert result.failures.sum() == 1
+    assert result.preemptions.sum() == 0
+    assert result.lost_steps.sum() in (8, 9)  # B (age 8) or A (age 9) loses its work
+
+
+def test_pessimistic_preempts_the_later_application_which_loses_its_work():
+    workload, cluster = _two_growing_apps()
+    result = simulate(workload, cluster, _fitted(Pessimistic(), workload), INTERVAL)
+    assert list(result.failures) == [0, 0]
+    # Algorithm 1 at step 8: A (first in FIFO) keeps 8, B's core no longer fits: B is
+    # preempted with 7 steps done, resubmitted, and restarts from zero when A finishes.
+    assert list(result.preemptions) == [0, 1]
+    assert list(result.lost_steps) == [0, 7]
+    assert list(result.finish_step) == [20, 40]
+    assert list(result.start_step) == [0, 1]
+
+
+def test_algorithm_1_order_core_first_youngest_elastic_preempted_fifo():
+    # One host of 10 x 10. App 0: core 4, elastic components alive 5 and 1 steps (3 each);
+    # app 1: core 4; app 2: core 2.
+    running = RunningComponents(
+        component=np.array([0, 1, 2, 3, 4]), host=np.zeros(5, dtype=np.int64),
+        app=np.array([0, 0, 0, 1, 2]), elastic=np.array([False, True, True, False, False]),
+        age=np.array([9, 5, 1, 3, 2]), app_order=np.array([0, 0, 0, 1, 2]),
+        target=np.array([[4, 1], [3, 1], [3, 1], [4, 1], [2, 1]], dtype=np.float64),
+        capacity=np.array([[10.0, 10.0]]))
+    apps, components = algorithm_1(running)
+    # 10 - 4 (core) - 3 (older elastic) = 3; the younger elastic would leave 0 (<= 0):
+    # preempted alone. App 1's core needs 4 of 3: fully preempted. App 2 fits in 3.
+    assert apps == [1]
+    assert components == [2]
+    decision = Pessimistic().reshape(running)
+    assert list(decision.preempted_apps) == [1] and list(decision.preempted_components) == [2]
+
+
+def test_algorithm_1_fifo_order_decides_who_is_preempted():
+    running = RunningComponents(
+        component=np.array([0, 1]), host=np.zeros(2, dtype=np.int64), app=np.array([0, 1]),
+        elastic=np.array([False, False]), age=np.array([1, 50]), app_order=np.array([1, 0]),
+        target=np.array([[6.0, 1.0], [6.0, 1.0]]), capacity=np.array([[10.0, 10.0]]))
+    # App 1 comes first in the scheduling order: app 0 is preempted.
+    assert algorithm_1(running) == ([0], [])
+
+
+def test_pessimistic_fast_path_equals_algorithm_1_on_random_states():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, hosts = int(rng.integers(1, 30)), int(rng.integers(1, 5))
+        running = RunningComponents(
+            component=np.arange(n), host=rng.integers(0, hosts, n),
+            app=np.sort(rng.integers(0, 8, n)), elastic=rng.random(n) < 0.5,
+            age=rng.integers(0, 20, n), app_order=np.zeros(n, dtype=np.int64),
+            target=rng.uniform(0, 3, (n, 2)), capacity=rng.uniform(5, 25, (hosts, 2)))
+        running = RunningComponents(**{**running.__dict__, "app_order": running.app})
+        apps, components = algorithm_1(running)
+        decision = Pessimistic().reshape(running)
+        assert list(decision.preempted_apps) == apps
+        assert list(decision.preempted_components) == components
+
+
+class _CheckedSimulation(Simulation):
+    """Asserts at every step that allocations never exceed a host's capacity and (with
+    `usage_within`) that usage never does either."""
+
+    usage_within = False
+
+    def advance(self, t):
+        placed = self.host >= 0
+        for r in range(2):
+            allocated = np.bincount(self.host[placed], self.allocation[placed, r],
+                                    minlength=len(self.capacity))
+            assert np.all(allocated <= self.capacity[:, r] * (1 + 1e-9)), t
+            if self.usage_within:
+                use = self.workload.usage[self.workload.offset[placed] + self.age[placed], r]
+                assert np.all(np.bincount(self.host[placed], use, minlength=len(
+                    self.capacity)) <= self.capacity[:, r] * (1 + 1e-9)), t
+        super().advance(t)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_invariants_on_random_workloads(seed):
+    rng = np.random.default_rng(seed)
+    workload = random_workload(150, rng, submit_span=60)
+    cluster = Cluster.homogeneous(16, 64, 4)
+    baseline = _CheckedSimulation(workload, cluster, _fitted(Baseline(), workload),
+                                  INTERVAL).run()
+    assert baseline.failures.sum() == baseline.preemptions.sum() == 0
+    assert baseline.failed_components.sum() == baseline.preempted_components.sum() == 0
+    checked = _CheckedSimulation(workload, cluster, _fitted(Pessimistic(), workload),
+                                 INTERVAL)
+    checked.usage_within = True
+    pessimistic = checked.run()
+    # Oracle, K1 = K2 = 0: the pessimistic shaper never lets usage exceed capacity.
+    assert pessimistic.failures.sum() == pessimistic.failed_components.sum() == 0
+    assert np.all(baseline.finish_step >= 0) and np.all(pessimistic.finish_step >= 0)
+
+
+def test_optimistic_fails_where_pessimistic_does_not_on_a_loaded_cluster():
+    rng = np.random.default_rng(7)
+    workload = random_workload(300, rng, submit_span=30)
+    cluster = Cluster.homogeneous(16, 64, 3)
+    optimistic = simulate(workload, cluster, _fitted(Optimistic(), workload), INTERVAL)
+    pessimistic = simulate(workload, cluster, _fitted(Pessimistic(), workload), INTERVAL)
+    assert optimistic.failures.sum() > 0
+    assert pessimistic.failures.sum() == 0
+
+
+@pytest.mark.parametrize("policy", [Baseline, Optimistic, Pessimistic])
+def test_vectorized_step_equals_the_per_component_reference(policy):
+    rng = np.random.default_rng(11)
+    workload = random_workload(120, rng, submit_span=40)
+    cluster = Cluster.homogeneous(12, 48, 3)
+    fast = simulate(workload, cluster, _fitted(policy(), workload), INTERVAL, seed=5)
+    slow = simulate_reference(workload, cluster, _fitted(policy(), workload), INTERVAL, seed=5)
+    for name in ("finish_step", "start_step", "failures", "preemptions", "failed_components",
+                 "preempted_components", "lost_steps"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), err_msg=name)
+    np.testing.assert_allclose(fast.allocated, slow.allocated, rtol=1e-12)
+    np.testing.assert_allclose(fast.used, slow.used, rtol=1e-12)
+    assert fast.component_steps == slow.component_steps
+
+
+def test_elastic_marking_keeps_the_first_component_core():
+    rng = np.random.default_rng(0)
+    workload = random_workload(200, rng, elastic_fraction=1.0)
+    counts = np.diff(workload.app_start)
+    assert not workload.elastic[workload.app_start[:-1]].any()
+    assert workload.elastic.sum() == (counts - 1).sum()
+    assert not random_workload(50, rng, elastic_fraction=0.0).elastic.any()
+
+
+def test_sampled_workload_reuses_series_and_is_seeded():
+    workload = random_workload(40, np.random.default_rng(0))
+    a = workload.sampled(500, np.random.default_rng(1))
+    b = workload.sampled(500, np.random.default_rng(1))
+    assert a.num_apps == 500
+    np.testing.assert_array_equal(a.offset, b.offset)
+    np.testing.assert_array_equal(a.submit_step, b.submit_step)
+    assert set(a.offset) <= set(workload.offset)
+    assert np.all(np.diff(a.submit_step) >= 0)
