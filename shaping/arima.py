@@ -99,5 +99,8 @@ def integrated_ar_forecast(histories: np.ndarray, phi: np.ndarray, sigma2: np.nd
         # psi_j = sum_i level[:, i] · psi_(j-1-i), psi_(<0) = 0 (the padding).
         psi[:, order + step + 1] = np.einsum("mi,mi->m", level,
                                              psi[:, step + 1:order + step + 1][:, ::-1])
-    variance = sigma2[:, None] * np.cumsum(psi[:, order:-1] ** 2, axis=1)
+    # An explosive fit's variance overflows to inf over a long horizon: the caller drops
+    # non-finite paths (no forecast: the shaper allocates the request).
+    with np.errstate(over="ignore", invalid="ignore"):
+        variance = sigma2[:, None] * np.cumsum(psi[:, order:-1] ** 2, axis=1)
     return mean, variance

@@ -10,10 +10,12 @@ forecast + beta with beta = K1 · request + K2 · request · V (002 §III-B).
 A component's usage is indexed by its age (see workload.py), so its forecasts do not depend on
 the schedule: a forecaster is fitted once per usage series, at ages 0, S, 2S, ... (S the
 shaping interval, in steps) on the ratios before that age (the last `num_history_samples`,
-002 §V: ten), and forecasts the S steps of the next interval. Forecasts at age a use only
-ages < S·floor(a / S) <= a, so the shaper never sees the future, and one set of fits serves
-every (K1, K2, policy, seed) of a run. Where no forecast exists (too little history, a failed
-fit) the mean is NaN and the shaper allocates the request.
+002 §V: ten), and forecasts the 2S - 1 steps from that age (`horizon_steps`). The shaper
+asks for a component at any age a, and its allocation must hold for the S steps a .. a + S - 1;
+they all lie in the path of the fit at k = S·floor(a / S), which used ages < k <= a only. So
+the shaper never sees the future, and one set of fits serves every (K1, K2, policy, seed) of
+a run. Where no forecast exists (too little history, a failed fit) the mean is NaN and the
+shaper allocates the request.
 
 Deviation: a history window that is exactly constant (e.g. an idle component) is forecast
 as that constant with zero uncertainty, without fitting (an ARIMA fit gives the same, and a
@@ -34,22 +36,52 @@ US_PER_S = 1e6
 
 @dataclasses.dataclass(frozen=True)
 class Forecasts:
-    """Per-step forecasts aligned with `Workload.usage` (float64[N, 2] each, NaN = none).
+    """The forecast paths of a workload's usage series, and which path covers each step.
 
-    `mean` is the forecast usage ratio, `uncertainty` the forecaster's variance of it (or its
-    standard deviation, as configured). `fits` counts the models fitted."""
+    Attributes:
+      mean: float64[F, H, 2] per fit, the forecast usage ratio of the H = 2S - 1 steps from
+        the fit's age (NaN: no forecast; -inf past the end of the series, which no
+        allocation needs).
+      uncertainty: float64[F, H, 2] the forecaster's variance of it (or its standard
+        deviation, as configured); 0 past the end of the series.
+      fit_of_step: int64[N] per step of `Workload.usage`, the fit at the start of its
+        interval (-1: none), and lead_of_step int64[N] the step's age minus the fit's.
+      fits: models fitted.
+    """
 
     mean: np.ndarray
     uncertainty: np.ndarray
+    fit_of_step: np.ndarray
+    lead_of_step: np.ndarray
     fits: int = 0
 
     def merged(self, other: "Forecasts") -> "Forecasts":
         """These forecasts completed with `other`'s where these have none (disjoint series
         forecast by different shards)."""
-        take = np.isnan(self.mean) & ~np.isnan(other.mean)
-        return Forecasts(np.where(take, other.mean, self.mean),
-                         np.where(take, other.uncertainty, self.uncertainty),
+        take = (self.fit_of_step < 0) & (other.fit_of_step >= 0)
+        return Forecasts(np.concatenate([self.mean, other.mean]),
+                         np.concatenate([self.uncertainty, other.uncertainty]),
+                         np.where(take, other.fit_of_step + len(self.mean), self.fit_of_step),
+                         np.where(take, other.lead_of_step, self.lead_of_step),
                          self.fits + other.fits)
+
+    def interval_peaks(self, k2: float, interval_steps: int) -> np.ndarray:
+        """float64[N, 2] per step, the highest mean + k2 · uncertainty of its fit over the
+        `interval_steps` steps from it (NaN where some of them has no forecast)."""
+        buffered = self.mean + k2 * self.uncertainty
+        horizon = buffered.shape[1]
+        # A fit covers the (horizon + 1) / 2 ages of its interval; each needs a window.
+        leads = horizon - interval_steps + 1
+        if leads < (horizon + 1) // 2:
+            raise ValueError(f"forecasts of {horizon} steps cannot give peaks over "
+                             f"{interval_steps}-step intervals")
+        peak = buffered[:, :leads]
+        for ahead in range(1, interval_steps):
+            peak = np.maximum(peak, buffered[:, ahead:ahead + leads])
+        step_peak = np.full((len(self.fit_of_step), 2), np.nan)
+        covered = self.fit_of_step >= 0
+        step_peak[covered] = peak[self.fit_of_step[covered], self.lead_of_step[covered]]
+        return step_peak
 
 
 class UsageForecaster:
@@ -74,25 +106,34 @@ class UsageForecaster:
         self.min_fit_samples = min_fit_samples
         self.uncertainty = uncertainty
 
-    def forecast_series(self, ratio: np.ndarray, step_s: float):
-        """(mean, uncertainty, fits) for one series: float64[L] each (NaN = none), int."""
-        mean = np.full(len(ratio), np.nan)
-        variance = np.full(len(ratio), np.nan)
+    @property
+    def horizon_steps(self) -> int:
+        """Steps a fit forecasts: an allocation made anywhere in its interval must hold for
+        S steps."""
+        return 2 * self.interval_steps - 1
+
+    def fit_starts(self, length: int) -> np.ndarray:
+        """int64 ages at which a series of `length` steps is fitted."""
         first = -(-self.min_fit_samples // self.interval_steps) * self.interval_steps
-        starts = np.arange(max(first, self.interval_steps), len(ratio), self.interval_steps)
+        return np.arange(max(first, self.interval_steps), length, self.interval_steps)
+
+    def forecast_series(self, ratio: np.ndarray, step_s: float):
+        """(starts int64[F], mean, uncertainty float64[F, H], fits) for one series; NaN =
+        no forecast, and past the series' end the mean is -inf and the uncertainty 0."""
+        starts = self.fit_starts(len(ratio))
+        mean = np.full((len(starts), self.horizon_steps), np.nan)
+        variance = np.full((len(starts), self.horizon_steps), np.nan)
         histories = [ratio[max(0, start - self.num_history_samples):start] for start in starts]
         flat = np.array([np.all(h == h[0]) for h in histories], dtype=bool)
         paths = self.forecast_windows([h for h, f in zip(histories, flat) if not f],
                                       starts[~flat], step_s)
         fitted = iter(paths)
-        for start, history, constant in zip(starts, histories, flat):
-            end = min(start + self.interval_steps, len(ratio))
+        for row, (history, constant) in enumerate(zip(histories, flat)):
             path = (history[0], 0.0) if constant else next(fitted)
             if path is not None:
-                mean[start:end], variance[start:end] = (np.broadcast_to(p, (
-                    self.interval_steps,))[:end - start] for p in path)
+                mean[row], variance[row] = path
         spread = variance if self.uncertainty == "variance" else np.sqrt(variance)
-        return mean, spread, len(paths)
+        return (starts,) + past_the_end(starts, len(ratio), mean, spread) + (len(paths),)
 
     def forecast_windows(self, histories: List[np.ndarray], starts: np.ndarray, step_s: float):
         """(mean, variance) float64[S] or None per window: one fit each (batched by the
@@ -109,8 +150,15 @@ class OracleForecaster(UsageForecaster):
 
     name = "oracle"
 
+    def fit_starts(self, length: int) -> np.ndarray:
+        return np.arange(0, length, self.interval_steps)
+
     def forecast_series(self, ratio: np.ndarray, step_s: float):
-        return ratio.copy(), np.zeros(len(ratio)), 0
+        starts = self.fit_starts(len(ratio))
+        ages = starts[:, None] + np.arange(self.horizon_steps)[None, :]
+        mean = ratio[np.minimum(ages, len(ratio) - 1)]
+        return (starts,) + past_the_end(starts, len(ratio), mean,
+                                        np.zeros_like(mean)) + (0,)
 
 
 class ArimaUsageForecaster(UsageForecaster):
@@ -134,7 +182,7 @@ class ArimaUsageForecaster(UsageForecaster):
             # The highest order a window this short supports (shaping/arima.py).
             lags = [p for p in self.lags if 2 * p + 2 <= length] or [0]
             mean, variance, _ = fit_forecast(np.stack([histories[i] for i in rows]),
-                                             self.interval_steps, lags)
+                                             self.horizon_steps, lags)
             for i, m, v in zip(rows, mean, variance):
                 if np.all(np.isfinite(m)) and np.all(np.isfinite(v)):
                     paths[i] = (m, v)
@@ -145,7 +193,8 @@ class GaussianProcessUsageForecaster(UsageForecaster):
     """GP regression with 002's history-dependent kernel (§III-A.2, eq. 4-8), through
     `predictors.peak.GaussianProcessForecaster`, hyperparameters by evidence maximization at
     every interval. The GP predicts one step ahead; the interval's S steps are forecast
-    recursively, each mean appended to the history as if observed. Deviation: each step's
+    recursively (all `horizon_steps`), each mean appended to the history as if observed.
+    Deviation: each step's
     variance is the posterior variance at that step's pattern, without propagating the
     uncertainty of the appended means (002 does not say how it forecasts several steps)."""
 
@@ -165,7 +214,7 @@ class GaussianProcessUsageForecaster(UsageForecaster):
         if params is None:
             return None
         series, means, variances = list(history), [], []
-        for ahead in range(self.interval_steps):
+        for ahead in range(self.horizon_steps):
             window = np.array(series[-self.num_history_samples:])
             ages = np.arange(start + ahead - len(window), start + ahead)
             mean, variance = self.model.posterior(params, ages * step_us, window)
@@ -189,19 +238,36 @@ def series_representatives(workload: Workload) -> np.ndarray:
     return np.sort(first)
 
 
+def past_the_end(starts: np.ndarray, length: int, mean: np.ndarray, spread: np.ndarray):
+    """(mean, spread) with the steps at ages >= `length` marked: mean -inf, spread 0."""
+    beyond = starts[:, None] + np.arange(mean.shape[1])[None, :] >= length
+    return np.where(beyond, -np.inf, mean), np.where(beyond, 0.0, spread)
+
+
 def forecast_workload(workload: Workload, forecaster: UsageForecaster,
                       components: Optional[Iterable[int]] = None) -> Forecasts:
     """Forecasts of every distinct series of `workload` (or of the series of `components`
-    only; the others stay NaN), both resources."""
-    mean = np.full(workload.usage.shape, np.nan)
-    spread = np.full(workload.usage.shape, np.nan)
-    fits = 0
+    only; the others have none), both resources."""
+    num_steps = len(workload.usage)
+    fit_of_step = np.full(num_steps, -1, dtype=np.int64)
+    lead_of_step = np.zeros(num_steps, dtype=np.int64)
+    means, spreads, fits, num_paths = [], [], 0, 0
     chosen = series_representatives(workload) if components is None else components
     for c in chosen:
-        rows = slice(workload.offset[c], workload.offset[c] + workload.length[c])
-        for resource in range(2):
-            m, s, n = forecaster.forecast_series(usage_ratio(workload, c, resource),
-                                                 workload.step_s)
-            mean[rows, resource], spread[rows, resource] = m, s
-            fits += n
-    return Forecasts(mean, spread, fits)
+        offset, length = workload.offset[c], workload.length[c]
+        per_resource = [forecaster.forecast_series(usage_ratio(workload, c, resource),
+                                                   workload.step_s) for resource in range(2)]
+        starts = per_resource[0][0]
+        means.append(np.stack([r[1] for r in per_resource], axis=-1))
+        spreads.append(np.stack([r[2] for r in per_resource], axis=-1))
+        fits += sum(r[3] for r in per_resource)
+        if len(starts):
+            ages = np.arange(starts[0], length)
+            fit = (ages - starts[0]) // forecaster.interval_steps
+            fit_of_step[offset + ages] = num_paths + fit
+            lead_of_step[offset + ages] = ages - starts[fit]
+        num_paths += len(starts)
+    shape = (0, forecaster.horizon_steps, 2)
+    return Forecasts(np.concatenate(means) if means else np.empty(shape),
+                     np.concatenate(spreads) if spreads else np.empty(shape),
+                     fit_of_step, lead_of_step, fits)

@@ -19,31 +19,58 @@ def _series(length=60, seed=0):
                    0, 1)
 
 
-def test_oracle_is_the_ratio_with_no_uncertainty():
-    mean, spread, fits = OracleForecaster().forecast_series(_series(), 300)
-    np.testing.assert_array_equal(mean, _series())
-    assert fits == 0 and not spread.any()
+def test_oracle_paths_are_the_ratio_from_every_interval_start():
+    ratio = _series()
+    starts, mean, spread, fits = OracleForecaster(interval_steps=6).forecast_series(ratio, 300)
+    np.testing.assert_array_equal(starts, np.arange(0, 60, 6))
+    assert mean.shape == (10, 11) and fits == 0 and not spread.any()
+    np.testing.assert_array_equal(mean[2], ratio[12:23])
+    # Past the end of the series: -inf, which no interval peak takes.
+    np.testing.assert_array_equal(mean[9], np.r_[ratio[54:], [-np.inf] * 5])
 
 
 def test_forecasts_start_after_min_fit_samples_and_never_see_the_future():
     ratio = _series()
     for forecaster in (ArimaUsageForecaster(interval_steps=6, min_fit_samples=10),
                        GaussianProcessUsageForecaster(interval_steps=6, min_fit_samples=10)):
-        mean, spread, fits = forecaster.forecast_series(ratio, 300)
-        assert np.isnan(mean[:12]).all()  # first interval start >= 10 on the 6-step grid
-        assert np.isfinite(mean[12:]).all() and (spread[12:] >= 0).all()
-        assert fits == len(range(12, 60, 6))
-        # Changing the future (ages >= 30) changes no forecast of the interval at 24..29.
+        starts, mean, spread, fits = forecaster.forecast_series(ratio, 300)
+        # The first start >= 10 on the 6-step grid; each fit forecasts 2 · 6 - 1 steps.
+        np.testing.assert_array_equal(starts, np.arange(12, 60, 6))
+        within = np.isfinite(mean)
+        assert within.sum() == sum(min(11, 60 - s) for s in starts)
+        assert (spread[within] >= 0).all() and fits == len(starts)
+        # Changing the future (ages >= 30) changes no fit that starts at 30 or before.
         changed = ratio.copy()
         changed[30:] = 0.0
-        again, _, _ = forecaster.forecast_series(changed, 300)
-        np.testing.assert_array_equal(again[:30], mean[:30])
+        _, again, _, _ = forecaster.forecast_series(changed, 300)
+        np.testing.assert_array_equal(again[starts <= 30], mean[starts <= 30])
+
+
+def test_a_target_depends_on_the_usage_before_its_age_only():
+    """The allocation at age a holds for a .. a + S - 1 and uses the fit at S·floor(a/S):
+    changing the usage from any age m on changes no target before m."""
+    usage = np.column_stack([_series(), _series(seed=1)])
+    for forecaster in (ArimaUsageForecaster(interval_steps=6, min_fit_samples=10),
+                       GaussianProcessUsageForecaster(interval_steps=6, min_fit_samples=10)):
+        def targets(series):
+            workload = Workload.from_series(300, [0], [0], [1], [[1.0, 1.0]], [False],
+                                            [series])
+            policy = Optimistic(k1=0.0, k2=1.0).fit(
+                workload, forecast_workload(workload, forecaster), 6)
+            return policy.targets(np.zeros(60, dtype=np.int64), np.arange(60))
+
+        expected = targets(usage)
+        assert np.isfinite(expected[12:]).all()
+        for m in (13, 20, 31, 44):
+            changed = usage.copy()
+            changed[m:] = 0.05
+            np.testing.assert_array_equal(targets(changed)[:m], expected[:m], err_msg=str(m))
 
 
 def test_std_option_is_the_square_root_of_the_variance():
     ratio = _series()
-    _, variance, _ = ArimaUsageForecaster(interval_steps=6).forecast_series(ratio, 300)
-    _, std, _ = ArimaUsageForecaster(interval_steps=6, uncertainty="std").forecast_series(
+    _, _, variance, _ = ArimaUsageForecaster(interval_steps=6).forecast_series(ratio, 300)
+    _, _, std, _ = ArimaUsageForecaster(interval_steps=6, uncertainty="std").forecast_series(
         ratio, 300)
     np.testing.assert_allclose(std, np.sqrt(variance))
 

@@ -1,9 +1,13 @@
 """The shaping stage end to end on hand-made canonical tables: the workload it builds, its
 dead letters, its tables; and the config's validation by field."""
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from pipelines import config as run_config
+from pipelines import schemas
+from pipelines.stages.shaping.workload import with_usage_only_instances
 from tests.helpers import run_on_loaded_tables
 
 US = 300 * 1_000_000  # one 5-minute step in µs
@@ -103,3 +107,24 @@ def test_validation_names_the_field():
 def test_an_unknown_policy_name_fails_at_parse_naming_the_line():
     with pytest.raises(run_config.ConfigError, match="line 2"):
         run_config.parse_config('name: "x"\nshaping { policy: CLAIRVOYANT }')
+
+
+def test_a_usage_series_without_an_instance_row_is_an_application_of_its_own():
+    """The Azure CPU readings: usage rows whose VMs the instances table does not list."""
+    instances = pa.Table.from_pylist(
+        [{"instance_id": "listed", "start_time": 0, "end_time": 600_000_000,
+          "cpu_request": 2.0, "memory_request": 4.0}], schema=schemas.INSTANCES)
+    windows = [("listed", 0), ("vm-b", 600), ("vm-a", 300), ("vm-a", 0), ("vm-b", 900)]
+    usage = pa.Table.from_pylist(
+        [{"instance_id": vm, "start_time": t * 1_000_000, "end_time": (t + 300) * 1_000_000,
+          "cpu_limit": 1.0 if vm == "vm-a" else 8.0, "memory_limit": 1.75}
+         for vm, t in windows], schema=schemas.USAGE)
+    added = with_usage_only_instances(instances, usage).slice(1).to_pylist()
+    assert [(r["instance_id"], r["start_time"], r["end_time"], r["cpu_request"],
+             r["memory_request"]) for r in added] == [
+        ("vm-a", 0, 600_000_000, 1.0, 1.75), ("vm-b", 600_000_000, 1_200_000_000, 8.0, 1.75)]
+    assert all(r["collection_id"] is None for r in added)
+    assert with_usage_only_instances(instances, usage.slice(0, 1)) is instances
+    np.testing.assert_array_equal(
+        with_usage_only_instances(instances, usage).column("instance_id").to_pylist(),
+        ["listed", "vm-a", "vm-b"])

@@ -70,7 +70,8 @@ class ShapingPolicy:
 
     Fitted attributes (`fit`):
       peak_: float64[N, 2] per step of every usage series, the highest mean + k2 ·
-        uncertainty over the interval that starts there (NaN if a step has no forecast).
+        uncertainty over the interval that starts there, from the fit covering the step
+        (`Forecasts.interval_peaks`; NaN if a step of it has no forecast).
       request_, offset_: the workload's requests and series offsets.
     """
 
@@ -83,15 +84,8 @@ class ShapingPolicy:
         self.k2 = k2
 
     def fit(self, workload: Workload, forecasts: Forecasts, interval_steps: int):
-        buffered = forecasts.mean + self.k2 * forecasts.uncertainty
-        left = np.empty(len(buffered), dtype=np.int64)  # steps left in the series, incl. this
-        for start, length in zip(workload.offset, workload.length):
-            left[start:start + length] = np.arange(length, 0, -1)
-        peak = buffered.copy()
-        for ahead in range(1, interval_steps):
-            within = left[:-ahead] > ahead
-            peak[:-ahead][within] = np.maximum(peak[:-ahead][within], buffered[ahead:][within])
-        self.peak_, self.request_, self.offset_ = peak, workload.request, workload.offset
+        self.peak_ = forecasts.interval_peaks(self.k2, interval_steps)
+        self.request_, self.offset_ = workload.request, workload.offset
         return self
 
     def targets(self, components: np.ndarray, age: np.ndarray) -> np.ndarray:

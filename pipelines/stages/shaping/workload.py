@@ -7,6 +7,9 @@ itself. A component's request is its instance's, its usage series the statistic 
 (`usage_statistic`) of its usage windows on the step grid from its first window (a missing
 window repeats the previous one), its runtime the series' length; an application is
 submitted at its first component's start and has the highest priority of its components.
+A usage series whose instance the trace does not list (the Azure CPU readings, whose VMs are
+not in the vmtable sample) is an application of its own: one component requesting its usage
+rows' limits, running from its first window to its last (`with_usage_only_instances`).
 
 Dead letters (source "shaping", table "instances"): a zero or missing request, a machine id
 unknown to the machines table (when the hosts are the trace's machines) and an application
@@ -130,10 +133,40 @@ def usage_series(instances: pa.Table, usage: pa.Table, config):
     return lengths, values[position] if len(position) else np.zeros((0, 2))
 
 
+def with_usage_only_instances(instances: pa.Table, usage: pa.Table) -> pa.Table:
+    """`instances` and one row per instance id of `usage` that it lacks: requests = the
+    usage rows' cpu_limit and memory_limit (the first window's), start = the first window's
+    start, end = the last window's end (µs)."""
+    missing = usage.filter(pc.invert(pc.is_in(usage.column("instance_id"),
+                                              value_set=instances.column("instance_id"))))
+    if not missing.num_rows:
+        return instances
+    order = np.lexsort((missing.column("start_time").to_numpy(),
+                        sharding.sorted_codes(missing.column("instance_id"))))
+    missing = missing.take(pa.array(order))
+    codes = sharding.sorted_codes(missing.column("instance_id"))
+    first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    end = missing.column("end_time").to_numpy(zero_copy_only=False)
+    columns = {
+        "instance_id": missing.column("instance_id").take(pa.array(first)),
+        "start_time": missing.column("start_time").take(pa.array(first)),
+        "end_time": pa.array(np.maximum.reduceat(end, first) if len(first) else end,
+                             pa.int64()),
+        "cpu_request": missing.column("cpu_limit").take(pa.array(first)),
+        "memory_request": missing.column("memory_limit").take(pa.array(first)),
+    }
+    n = len(first)
+    added = pa.Table.from_arrays([columns.get(f.name, pa.nulls(n, f.type))
+                                  for f in schemas.INSTANCES], schema=schemas.INSTANCES)
+    return pa.concat_tables([instances, added])
+
+
 def prepare(element, config):
     """(key, {instances, usage, machines}) → (WORKLOAD, ShapingInput) and dead letters."""
     _, grouped = element
-    instances = sharding.concat(grouped["instances"], schemas.INSTANCES)
+    usage = sharding.concat(grouped["usage"], schemas.USAGE)
+    instances = with_usage_only_instances(
+        sharding.concat(grouped["instances"], schemas.INSTANCES), usage)
     machines = sharding.concat(grouped["machines"], schemas.MACHINES)
     if not instances.num_rows:
         return
@@ -146,8 +179,7 @@ def prepare(element, config):
     reasons = instance_reasons(instances, machines, config)
     if cluster is None:
         reasons[:] = REASON_UNKNOWN_MACHINE
-    lengths, series = usage_series(instances, sharding.concat(grouped["usage"], schemas.USAGE),
-                                   config)
+    lengths, series = usage_series(instances, usage, config)
     reasons = reject_siblings(apps, reasons)
     # A component without usage is left out alone; an application without any is left out.
     reasons[(reasons == "") & (lengths == 0)] = REASON_NO_USAGE
