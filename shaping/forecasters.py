@@ -27,11 +27,10 @@ from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
 
+from configs.units import US_PER_S
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
 from shaping.arima import DEFAULT_LAGS, fit_forecast
 from shaping.workload import Workload
-
-US_PER_S = 1e6
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,12 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from configs.units import HOUR_S, US_PER_S
+from configs.units import DAY_S, HOUR_S, US_PER_S
 from predictors.lifetime.curves import LongLivedCurves
 from predictors.lifetime.uptime_classifier import UptimeLongLivedClassifier
 from tests.test_lifetime_curves import boundary_uptimes_s
 
-DAY_S = 86400.0
 SMALL = dict(num_trees=40, num_leaves=8, learning_rate=0.3, early_stopping_rounds=0,
              num_threads=1, min_data_in_leaf=5, min_category_count=1,
              features=["collection_logical_name"])

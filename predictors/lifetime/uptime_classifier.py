@@ -22,6 +22,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from configs.units import DAY_S
 from predictors.lifetime.boosting import BoostedLifetimeModel, split_thresholds
 from predictors.lifetime.examples import (
     default_uptime_ages_s,
@@ -31,7 +32,7 @@ from predictors.lifetime.examples import (
 from predictors.lifetime.features import Instances, instances_frame
 from predictors.lifetime.uptime_model import UPTIME_FEATURE, log10_uptime
 
-DEFAULT_THRESHOLD_S = 7 * 86400.0
+DEFAULT_THRESHOLD_S = 7.0 * DAY_S
 
 
 class UptimeLongLivedClassifier(BoostedLifetimeModel):

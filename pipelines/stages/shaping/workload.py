@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
@@ -40,7 +41,6 @@ REASON_LATER_RUN = "a later run of a task (each task's first run is replayed)"
 REASON_TOO_LARGE = "core components do not fit the empty cluster"
 REASON_SIBLING = "another component of the application was rejected"
 ALONE_REASONS = (REASON_LATER_RUN, REASON_NO_USAGE)
-US_PER_S = 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +150,7 @@ def with_usage_only_instances(instances: pa.Table, usage: pa.Table) -> pa.Table:
     columns = {
         "instance_id": missing.column("instance_id").take(pa.array(first)),
         "start_time": missing.column("start_time").take(pa.array(first)),
-        "end_time": pa.array(np.maximum.reduceat(end, first) if len(first) else end,
-                             pa.int64()),
+        "end_time": pa.array(np.maximum.reduceat(end, first), pa.int64()),
         "cpu_request": missing.column("cpu_limit").take(pa.array(first)),
         "memory_request": missing.column("memory_limit").take(pa.array(first)),
     }
