@@ -13,7 +13,7 @@ setuptools.setup(
     # installed.
     packages=setuptools.find_packages(include=[
         "pipelines", "pipelines.*", "predictors", "predictors.*", "policies", "policies.*",
-        "synthetic", "synthetic.*", "shaping", "shaping.*", "configs"]),
+        "synthetic", "synthetic.*", "configs"]),
     package_data={"configs": ["*.proto", "*.textproto"]},
     install_requires=[
         "apache-beam[gcp]",

@@ -19,15 +19,15 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from shaping.cluster.cluster import Cluster  # noqa: E402
-from shaping.cluster.simulator import simulate  # noqa: E402
-from shaping.forecasters import (  # noqa: E402
+from policies.shaping.cluster.cluster import Cluster  # noqa: E402
+from policies.shaping.cluster.simulator import simulate  # noqa: E402
+from policies.shaping.forecasters import (  # noqa: E402
     ArimaUsageForecaster,
     GaussianProcessUsageForecaster,
     OracleForecaster,
     forecast_workload,
 )
-from shaping.registry import SHAPING_POLICIES  # noqa: E402
+from policies.shaping.registry import SHAPING_POLICIES  # noqa: E402
 from tests.reference.shaping_simulator import simulate_reference  # noqa: E402
 from tests.shaping_workloads import random_workload  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from shaping.workload import Workload
+from policies.shaping.workload import Workload
 
 
 def random_workload(num_apps: int, rng: np.random.Generator, max_components: int = 6,

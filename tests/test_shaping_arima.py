@@ -1,4 +1,4 @@
-"""The batched closed-form ARIMA(p, 1, 0) of shaping/arima.py against statsmodels on random
+"""The batched closed-form ARIMA(p, 1, 0) of policies/shaping/arima.py against statsmodels on random
 series: the same AIC order, the same conditional-least-squares coefficients, the same
 forecast mean and predictive variance to 1e-6 relative (statsmodels initializes the
 states approximately diffuse, with a 1e6 variance, which leaves ~1e-7 relative in its
@@ -9,7 +9,7 @@ import pytest
 from statsmodels.tsa.ar_model import AutoReg, ar_select_order
 from statsmodels.tsa.arima.model import ARIMA
 
-from shaping.arima import fit_forecast
+from policies.shaping.arima import fit_forecast
 
 HORIZON = 12
 

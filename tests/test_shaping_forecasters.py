@@ -3,14 +3,14 @@ interval's start only), the oracle exact, ARIMA / GP finite on real-looking seri
 
 import numpy as np
 
-from shaping.forecasters import (
+from policies.shaping.forecasters import (
     ArimaUsageForecaster,
     GaussianProcessUsageForecaster,
     OracleForecaster,
     forecast_workload,
 )
-from shaping.policies.optimistic import Optimistic
-from shaping.workload import Workload
+from policies.shaping.policies.optimistic import Optimistic
+from policies.shaping.workload import Workload
 
 
 def _series(length=60, seed=0):

@@ -5,14 +5,14 @@ reference on random workloads."""
 import numpy as np
 import pytest
 
-from shaping.cluster.cluster import Cluster
-from shaping.cluster.simulator import Simulation, simulate
-from shaping.forecasters import OracleForecaster, forecast_workload
-from shaping.policies.base import RunningComponents
-from shaping.policies.baseline import Baseline
-from shaping.policies.optimistic import Optimistic
-from shaping.policies.pessimistic import Pessimistic, algorithm_1
-from shaping.workload import Workload
+from policies.shaping.cluster.cluster import Cluster
+from policies.shaping.cluster.simulator import Simulation, simulate
+from policies.shaping.forecasters import OracleForecaster, forecast_workload
+from policies.shaping.policies.base import RunningComponents
+from policies.shaping.policies.baseline import Baseline
+from policies.shaping.policies.optimistic import Optimistic
+from policies.shaping.policies.pessimistic import Pessimistic, algorithm_1
+from policies.shaping.workload import Workload
 from tests.reference.shaping_simulator import simulate_reference
 from tests.shaping_workloads import random_workload
 

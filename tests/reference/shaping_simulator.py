@@ -7,7 +7,7 @@ vectorized step gives the same runs, and scripts/bench_shaping.py times both."""
 
 import numpy as np
 
-from shaping.cluster.simulator import OVERLOAD_TOLERANCE, Simulation
+from policies.shaping.cluster.simulator import OVERLOAD_TOLERANCE, Simulation
 
 
 class ReferenceSimulation(Simulation):

@@ -11,7 +11,7 @@
 The whole trace is one cluster, so the workload is one Beam element; the forecasts (the
 expensive part: ARIMA / GP fits) are computed once per forecaster, in shards of usage series,
 and shared by every (k1, k2, policy, seed) run of that forecaster, since a component's
-forecast depends only on its own usage history (shaping/forecasters.py). Every run is then
+forecast depends only on its own usage history (policies/shaping/forecasters.py). Every run is then
 an independent element. Bad rows are dead letters (workload.py says which).
 
 The modules: workload.py (workload, cluster and dead letters from the canonical tables),

@@ -10,10 +10,10 @@ import pyarrow as pa
 from configs import fleetcast_pb2
 from pipelines import schemas
 from pipelines.stages.shaping.workload import ShapingInput
-from shaping.cluster.simulator import simulate
-from shaping.forecasters import forecast_workload, series_representatives
-from shaping.metrics import application_metrics, distribution, run_metrics
-from shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
+from policies.shaping.cluster.simulator import simulate
+from policies.shaping.forecasters import forecast_workload, series_representatives
+from policies.shaping.metrics import application_metrics, distribution, run_metrics
+from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
 
 RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_summary"
 Config = fleetcast_pb2.ShapingConfig

@@ -1,7 +1,12 @@
 """Validation of the shaping stage's config (ShapingConfig), by field path."""
 
-from pipelines.stages.shaping.runs import BASELINE, Config, forecaster_names, policy_names
-from shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
+from pipelines.stages.shaping.runs import (
+    BASELINE,
+    Config,
+    forecaster_names,
+    policy_names,
+)
+from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
 
 
 def validate_config(check, config, has_hosts: bool = True, field: str = "shaping"):
@@ -32,7 +37,7 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                   f"must be >= min_fit_samples ({config.min_fit_samples}), got "
                   f"{config.num_history_samples}")
     for i, order in enumerate(config.arima_order):
-        # shaping/arima.py fits ARIMA(p, 1, 0) only.
+        # policies/shaping/arima.py fits ARIMA(p, 1, 0) only.
         check.require((order.d, order.q) == (1, 0) and 0 <= order.p <= 4,
                       f"{field}.arima_order[{i}]",
                       f"must be (p in 0..4, 1, 0), got ({order.p}, {order.d}, {order.q})")

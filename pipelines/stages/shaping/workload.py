@@ -29,8 +29,8 @@ from pipelines import schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
 from pipelines.stages.placement.pools import hosts_of_machines
-from shaping.cluster.cluster import Cluster
-from shaping.workload import Workload
+from policies.shaping.cluster.cluster import Cluster
+from policies.shaping.workload import Workload
 
 SOURCE = "shaping"
 WORKLOAD = "workload"

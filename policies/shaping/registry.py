@@ -6,15 +6,15 @@ the lower-case names of the config's enum values (`PESSIMISTIC` → "pessimistic
 """
 
 from configs.registry import Registry
-from shaping.arima import DEFAULT_LAGS
-from shaping.forecasters import (
+from policies.shaping.arima import DEFAULT_LAGS
+from policies.shaping.forecasters import (
     ArimaUsageForecaster,
     GaussianProcessUsageForecaster,
     OracleForecaster,
 )
-from shaping.policies.baseline import Baseline
-from shaping.policies.optimistic import Optimistic
-from shaping.policies.pessimistic import Pessimistic
+from policies.shaping.policies.baseline import Baseline
+from policies.shaping.policies.optimistic import Optimistic
+from policies.shaping.policies.pessimistic import Pessimistic
 
 SHAPING_POLICIES = Registry("shaping policy")
 SHAPING_POLICIES.register("baseline", lambda k1, k2: Baseline())

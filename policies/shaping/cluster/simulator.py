@@ -35,10 +35,10 @@ import dataclasses
 
 import numpy as np
 
-from shaping.cluster.cluster import Cluster
-from shaping.cluster.scheduler import FifoQueue, first_fit, place_all
-from shaping.policies.base import RunningComponents, ShapingPolicy
-from shaping.workload import Workload
+from policies.shaping.cluster.cluster import Cluster
+from policies.shaping.cluster.scheduler import FifoQueue, first_fit, place_all
+from policies.shaping.policies.base import RunningComponents, ShapingPolicy
+from policies.shaping.workload import Workload
 
 WAITING, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 OVERLOAD_TOLERANCE = 1e-9

@@ -28,9 +28,9 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 
 from configs.units import US_PER_S
+from policies.shaping.arima import DEFAULT_LAGS, fit_forecast
+from policies.shaping.workload import Workload
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
-from shaping.arima import DEFAULT_LAGS, fit_forecast
-from shaping.workload import Workload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +163,7 @@ class OracleForecaster(UsageForecaster):
 class ArimaUsageForecaster(UsageForecaster):
     """ARIMA (002 §III-A.1): ARIMA(p, 1, 0) with p chosen by AIC among `lags` at every fit,
     conditional least squares in closed form, all windows of a series fitted at once (see
-    shaping/arima.py for the model, why it is not statsmodels' ARIMA(1, 1, 1), and its
+    policies/shaping/arima.py for the model, why it is not statsmodels' ARIMA(1, 1, 1), and its
     equality with statsmodels); the S steps of the interval with the predictive variance,
     growing with the lead time."""
 
@@ -178,7 +178,7 @@ class ArimaUsageForecaster(UsageForecaster):
         lengths = np.array([len(h) for h in histories], dtype=np.int64)
         for length in np.unique(lengths):
             rows = np.flatnonzero(lengths == length)
-            # The highest order a window this short supports (shaping/arima.py).
+            # The highest order a window this short supports (policies/shaping/arima.py).
             lags = [p for p in self.lags if 2 * p + 2 <= length] or [0]
             mean, variance, _ = fit_forecast(np.stack([histories[i] for i in rows]),
                                              self.horizon_steps, lags)

@@ -14,8 +14,8 @@
 
 import numpy as np
 
-from shaping.cluster.simulator import SimulationResult
-from shaping.workload import Workload
+from policies.shaping.cluster.simulator import SimulationResult
+from policies.shaping.workload import Workload
 
 PERCENTILES = (10, 25, 50, 75, 90, 95, 99)
 

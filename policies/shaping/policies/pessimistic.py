@@ -26,7 +26,12 @@ steps where some host is full.
 
 import numpy as np
 
-from shaping.policies.base import NOTHING, Reshape, RunningComponents, ShapingPolicy
+from policies.shaping.policies.base import (
+    NOTHING,
+    Reshape,
+    RunningComponents,
+    ShapingPolicy,
+)
 
 
 class Pessimistic(ShapingPolicy):

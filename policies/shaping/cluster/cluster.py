@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 
-from shaping.cluster.scheduler import place_all
+from policies.shaping.cluster.scheduler import place_all
 
 
 @dataclasses.dataclass(frozen=True)

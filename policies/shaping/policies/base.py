@@ -2,7 +2,7 @@
 
 Every shaping interval (S steps) the simulator asks the policy for the allocations of the
 running components. A shaping policy's target for a component is forecast + beta (002
-§III-B), computed on the usage-to-request ratio (see shaping/forecasters.py):
+§III-B), computed on the usage-to-request ratio (see policies/shaping/forecasters.py):
 
     target = request · min(1, max over the next S ages of (mean + K2 · uncertainty) + K1)
 
@@ -20,8 +20,8 @@ import dataclasses
 
 import numpy as np
 
-from shaping.forecasters import Forecasts
-from shaping.workload import Workload
+from policies.shaping.forecasters import Forecasts
+from policies.shaping.workload import Workload
 
 
 @dataclasses.dataclass(frozen=True)

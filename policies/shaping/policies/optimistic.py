@@ -2,10 +2,10 @@
 resized to forecast + beta and nothing is preempted proactively. Resources are redeemed
 without managing the consequences: when a host's actual usage exceeds its capacity, the
 operating system kills components there (the simulator's overload rule, see
-shaping/cluster/simulator.py: lowest priority first, ties in a seeded random order; a core
+policies/shaping/cluster/simulator.py: lowest priority first, ties in a seeded random order; a core
 component's death fails its whole application)."""
 
-from shaping.policies.base import ShapingPolicy
+from policies.shaping.policies.base import ShapingPolicy
 
 
 class Optimistic(ShapingPolicy):
