@@ -119,10 +119,11 @@ def _decoded(line: bytes) -> str:
         return InvalidUtf8(line.decode("utf-8", errors="replace").rstrip("\r"))
 
 
-def iter_lines(blocks):
-    """Decoded lines of a file's blocks of bytes, without a leading UTF-8 byte order mark; a
-    line that is not valid UTF-8 comes as an InvalidUtf8."""
-    rest, first = b"", True
+def iter_lines(blocks, file_start: bool = True):
+    """Decoded lines of a file's blocks of bytes, without a leading UTF-8 byte order mark (if
+    `file_start`: the blocks begin the file); a line that is not valid UTF-8 comes as an
+    InvalidUtf8."""
+    rest, first = b"", file_start
     for block in blocks:
         lines = (rest + block).split(b"\n")
         rest = lines.pop()
@@ -245,6 +246,23 @@ class _ReadFileChunks(beam.DoFn):
             yield from json_chunks(iter_lines(file_blocks(readable_file)), self._chunk_rows)
 
 
+class OpenFiles(beam.PTransform):
+    """Files matching `pattern` → their fileio.ReadableFiles, spread over the workers (files
+    are the unit of parallelism; spread them before the expensive parse). A pattern matching
+    nothing fails."""
+
+    def __init__(self, pattern: str):
+        super().__init__()
+        self._pattern = pattern
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Match" >> fileio.MatchFiles(self._pattern, empty_match_treatment="DISALLOW")
+            | "Open" >> fileio.ReadMatches()
+            | "Spread" >> beam.Reshuffle())
+
+
 class ReadFileChunks(beam.PTransform):
     """Files matching `pattern` → PCollection[RowChunk]. A pattern matching nothing fails."""
 
@@ -258,10 +276,7 @@ class ReadFileChunks(beam.PTransform):
     def expand(self, pbegin):
         return (
             pbegin
-            | "Match" >> fileio.MatchFiles(self._pattern, empty_match_treatment="DISALLOW")
-            | "Open" >> fileio.ReadMatches()
-            # Files are the unit of parallelism; spread them before the expensive parse.
-            | "Spread" >> beam.Reshuffle()
+            | "Files" >> OpenFiles(self._pattern)
             | "Chunks" >> beam.ParDo(
                 _ReadFileChunks(self._format, self._chunk_rows, self._fieldnames)))
 

@@ -1,0 +1,150 @@
+"""Benchmark: trace ingestion, columnar readers vs the per-row reader (issue 14).
+
+    python scripts/bench_ingest.py [--machines 200 --days 7] [--quick] [--no_dask]
+                                    [--formats json,csv,parquet]
+
+For each input format the synthetic Google v3 trace is generated once (not timed), then the
+whole run (source → canonical tables → Parquet, `google_v3 { ... }` config, DirectRunner
+in memory, one process) is timed with the columnar readers and with the per-row reader
+(`ReadGoogleV3(columnar_readers=False)`), each run in its own child process so that its peak
+RSS is its own. Prints usage rows/s (usage windows read / wall seconds), the ratio, and the
+peak RSS growth over the child's RSS before the run, per usage window (KB).
+
+The last line reads
+`ingest: json_gz_rows_per_s=N parquet_rows_per_s=N ratio_vs_per_row=R kb_per_window=K
+dask_speedup=S` (ratio and KB/window: JSON.gz, columnar; dask_speedup: the JSON.gz columnar
+run on Beam's DaskRunner over a distributed.LocalCluster, 1 worker process vs 2, or nan with
+--no_dask).
+"""
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import pyarrow.parquet as pq  # noqa: E402
+
+import synthetic  # noqa: E402
+
+TABLES = ("instance_events", "instance_usage", "machine_events", "collection_events")
+
+
+def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
+            dask_workers: int) -> dict:
+    """Runs the source-only config on `trace_dir` (files of format `fmt`) on the DirectRunner
+    in memory, or on the DaskRunner over a LocalCluster of `dask_workers` processes (1 thread
+    each) if > 0; {seconds, windows, kb_per_window} (the RSS is this process's only)."""
+    from pipelines import config as run_config
+    from pipelines import run as run_pipeline
+    from pipelines.sources import google_v3
+
+    google_v3.ReadGoogleV3 = functools.partial(google_v3.ReadGoogleV3,
+                                               columnar_readers=columnar_readers)
+    tables = "\n".join(f'  {t} {{ path: "{trace_dir}/{t}/*" format: {fmt.upper()} }}'
+                       for t in TABLES)
+    config = run_config.parse_config(f"google_v3 {{\n{tables}\n}}")
+    with contextlib.ExitStack() as stack:
+        args = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
+        if dask_workers:
+            import distributed
+            cluster = stack.enter_context(distributed.LocalCluster(
+                n_workers=dask_workers, threads_per_worker=1, processes=True,
+                dashboard_address=None))
+            stack.enter_context(distributed.Client(cluster))
+            args = ["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+                    f"--dask_client_address={cluster.scheduler_address}"]
+        before = _rss_bytes()
+        counters = {}
+        started = time.perf_counter()
+        run_pipeline.run(config, out_dir, args, counters=counters)
+        seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KB
+    windows = _usage_windows(out_dir) if dask_workers else int(
+        counters["google_v3.instance_usage.rows_read"])
+    return {"seconds": seconds, "windows": windows,
+            "kb_per_window": max(peak - before, 0) / 1024 / windows}
+
+
+def _rss_bytes() -> int:
+    """This process's resident set size now (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _usage_windows(out_dir: str) -> int:
+    """Usage rows read, from the run's source_counts table (runners without counters)."""
+    counts = pq.read_table(os.path.join(out_dir, "source_counts")).to_pylist()
+    return sum(r["read"] for r in counts if r["table"] == "instance_usage")
+
+
+def child(trace_dir: str, fmt: str, columnar_readers: bool, dask_workers: int = 0) -> dict:
+    with tempfile.TemporaryDirectory(prefix="fleetcast-bench-ingest-out-") as out:
+        result = subprocess.run(
+            [sys.executable, __file__, "--child", trace_dir, fmt, out,
+             "1" if columnar_readers else "0", str(dask_workers)],
+            check=True, capture_output=True, text=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--machines", type=int, default=200)
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--quick", action="store_true", help="20 machines × 2 days")
+    parser.add_argument("--formats", default="json,csv,parquet")
+    parser.add_argument("--no_dask", action="store_true",
+                        help="skip the DaskRunner 1-vs-2-worker runs (dask_speedup=nan)")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        trace_dir, fmt, out_dir, flag, workers = args.child
+        print(json.dumps(one_run(trace_dir, fmt, out_dir, flag == "1", int(workers))))
+        return
+    if args.quick:
+        args.machines, args.days = 20, 2.0
+
+    results, dask_speedup = {}, float("nan")
+    with tempfile.TemporaryDirectory(prefix="fleetcast-bench-ingest-") as tmp:
+        for fmt in args.formats.split(","):
+            trace_dir = os.path.join(tmp, fmt)
+            synthetic.generate(trace_dir, machines=args.machines, days=args.days, seed=0,
+                               file_format=fmt)
+            fast, slow = child(trace_dir, fmt, True), child(trace_dir, fmt, False)
+            results[fmt] = fast, slow
+            print(f"{NAMES[fmt]}, {args.machines} machines × {args.days:g} days, "
+                  f"{fast['windows']:,} usage windows: columnar {_rate(fast):,.0f} rows/s "
+                  f"({fast['seconds']:.1f} s, {fast['kb_per_window']:.2f} KB/window), per-row "
+                  f"{_rate(slow):,.0f} rows/s ({slow['seconds']:.1f} s, "
+                  f"{slow['kb_per_window']:.2f} KB/window), ratio "
+                  f"{slow['seconds'] / fast['seconds']:.2f}x", flush=True)
+            if fmt == "json" and not args.no_dask:
+                one, two = (child(trace_dir, fmt, True, workers) for workers in (1, 2))
+                dask_speedup = one["seconds"] / two["seconds"]
+                print(f"DaskRunner, LocalCluster, JSON.gz columnar: 1 worker {one['seconds']:.1f} "
+                      f"s, 2 workers {two['seconds']:.1f} s: {dask_speedup:.2f}x", flush=True)
+
+    nan = {"seconds": float("nan"), "windows": float("nan"), "kb_per_window": float("nan")}
+    json_fast, json_slow = results.get("json", (nan, nan))
+    print(f"ingest: json_gz_rows_per_s={_rate(json_fast):.0f} "
+          f"parquet_rows_per_s={_rate(results.get('parquet', (nan,))[0]):.0f} "
+          f"ratio_vs_per_row={json_slow['seconds'] / json_fast['seconds']:.2f} "
+          f"kb_per_window={json_fast['kb_per_window']:.2f} dask_speedup={dask_speedup:.2f}")
+
+
+NAMES = {"json": "JSON.gz", "csv": "CSV.gz", "parquet": "Parquet"}
+
+
+def _rate(result: dict) -> float:
+    return result["windows"] / result["seconds"]
+
+
+if __name__ == "__main__":
+    main()
