@@ -36,6 +36,10 @@ class UsedOrEmptyPolicy(PlacementPolicy):
     def update(self, host: int, now_us: int) -> None:
         self._groups.update(host, self._occupancy[host] > 0)
 
+    def exits_changed(self, hosts: Sequence[int], now_us: int) -> None:
+        # A reprediction moves no host between the used and the empty group.
+        self._groups.update_exits(hosts)
+
     def placed(self, vm: int, host: int, now_us: int) -> None:
         self._groups.update(host, USED)
 
@@ -48,6 +52,7 @@ class BestFit(UsedOrEmptyPolicy):
 
     name = "best_fit"
     uses_exit_estimates = False
+    uses_lifetimes = False
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)

@@ -232,6 +232,11 @@ class Lava(PlacementPolicy):
     def update(self, host: int, now_us: int) -> None:
         self._groups.update(host, self._group_key(host))
 
+    def exits_changed(self, hosts: Sequence[int], now_us: int) -> None:
+        # States and classes change only in placed, removed and on_timer, never with an
+        # exit estimate: the hosts stay in their groups.
+        self._groups.update_exits(hosts)
+
     def _over_threshold(self, host: int) -> bool:
         room, recycle_room = self._pool.room[host], self._recycle_room[host]
         if self._two_dims:

@@ -23,11 +23,15 @@ class PlacementPolicy:
         placed (`pool.host_exit_us`, `vm_exit_us`; the arriving VM's own `exit_us` does not
         count): the replay then does not repredict them, which changes no decision and
         saves the repredictions. A subclass that reads them must say True.
+      uses_lifetimes: False if no decision reads any lifetime prediction, the arriving VM's
+        `exit_us` included (Best-Fit, PBFR): it then decides the same with every lifetime
+        source, and the placement stage replays it once for all of them.
     """
 
     name = "policy"
     one_shot = False
     uses_exit_estimates = True
+    uses_lifetimes = True
 
     def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
         raise NotImplementedError
@@ -39,6 +43,12 @@ class PlacementPolicy:
     def update(self, host: int, now_us: int) -> None:
         """Re-indexes `host` after its capacity, exit estimate or availability changed."""
         raise NotImplementedError
+
+    def exits_changed(self, hosts: Sequence[int], now_us: int) -> None:
+        """Re-indexes `hosts` after a reprediction changed their exit estimates and nothing
+        else (the replay calls it after each refresh of a repredicting source)."""
+        for host in hosts:
+            self.update(host, now_us)
 
     def placed(self, vm: int, host: int, now_us: int) -> None:
         self.update(host, now_us)

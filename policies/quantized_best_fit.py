@@ -38,6 +38,7 @@ class QuantizedBestFit(UsedOrEmptyPolicy):
         self.long_lived_num_buckets = long_lived_num_buckets
         self.long_lived_threshold_us = int(long_lived_threshold_s * US_PER_S)
         self.name = "pbfr" if long_lived_num_buckets is None else "dpbfr"
+        self.uses_lifetimes = long_lived_num_buckets is not None
 
     def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
         super().bind(pool, schedule_timer, now_us)

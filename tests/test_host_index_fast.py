@@ -74,10 +74,18 @@ def test_index_answers_like_a_scan_of_every_host_after_random_changes(num_dims, 
         elif action < 0.97:
             host = int(rng.integers(num_hosts))
             group_of[host] = GROUPS[rng.integers(len(GROUPS))]
-        else:
+        elif action < 0.985:
             host = int(rng.integers(num_hosts))
             pool.available[host] = not pool.available[host]
-        groups.update(host, group_of[host])
+        else:
+            # A reprediction: new exit estimates of a few hosts and nothing else.
+            host = None
+            repredicted = sorted(set(rng.integers(num_hosts, size=3).tolist()))
+            for h in repredicted:
+                pool.host_exit_us[h] = int(rng.integers(0, 100)) * S
+            groups.update_exits(repredicted)
+        if host is not None:
+            groups.update(host, group_of[host])
         if step % 5:
             continue
         demand = tuple(shapes[rng.integers(len(shapes))])

@@ -15,6 +15,7 @@ from pipelines.stages.placement import pools, replays
 from policies.best_fit import BestFit
 from policies.lava import Lava
 from policies.nilas import Nilas
+from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.replay.metrics import InflationMix
 from policies.replay.pool import PoolSpec
@@ -201,6 +202,33 @@ def test_best_fit_baseline_is_added_only_when_not_configured():
     assert got == sorted([
         ("nilas", "none", True, 0), ("nilas", "lars_lifetime", True, 1),
         ("lava", "none", True, 0), ("best_fit", "none", False, 0)])
+
+
+def test_policies_that_read_no_lifetime_are_replayed_once_for_every_source():
+    config = run_config.parse_config(
+        "placement { policy: BEST_FIT policy: PBFR policy: DPBFR policy: NILAS "
+        "lifetime_source { oracle: true } lifetime_source { noisy_oracle_accuracy: 0.7 } "
+        "lars { policy: PBFR order: LIFETIME empty_hosts_threshold_pct: 5 } }").placement
+    got = sorted((s.policy, s.lifetimes.label, s.defrag, tuple(x.label for x in s.also_for))
+                 for s in replays.replay_specs(config))
+    noisy = "noisy_oracle_0.7"
+    # LARS orders by lifetime, DPBFR reads the arriving VM's: one replay per source.
+    assert got == sorted([
+        ("best_fit", "oracle", "none", (noisy,)), ("pbfr", "oracle", "none", (noisy,)),
+        ("pbfr", "oracle", "lars_lifetime", ()), ("pbfr", noisy, "lars_lifetime", ()),
+        ("dpbfr", "oracle", "none", ()), ("dpbfr", noisy, "none", ()),
+        ("nilas", "oracle", "none", ()), ("nilas", noisy, "none", ())])
+    # What makes that exact: with any lifetimes they decide the same (DPBFR does not).
+    trace, _ = direct_replays("b")
+    spec = PoolSpec(np.array([[1.0, 1.0]] * 4))
+    sources = [OracleLifetimes(trace.lifetime_s()),
+               NoisyOracleLifetimes(trace.lifetime_s(), 0.0, seed=1)]
+    for make_policy, same in ((BestFit, True), (QuantizedBestFit, True),
+                              (lambda: QuantizedBestFit(long_lived_num_buckets=1), False)):
+        first, second = (simulate(trace, spec, make_policy(), source, warmup_s=WARMUP_S)
+                         for source in sources)
+        assert np.array_equal(first.host_of_vm, second.host_of_vm) == same
+        assert (first.summary == second.summary) == same
 
 
 def test_lars_baseline_alone_still_replays_the_lifetime_order_unreported():

@@ -287,13 +287,31 @@ class HostGroups:
                 index.move(old, key)
             self._free_key[host] = key
         if self._track_exit:
-            exit_us = self._host_exit_us[host]
-            old = self._exit_key[host]
-            if exit_us != old[0]:
-                by_exit = index.exit_order
-                del by_exit[bisect_left(by_exit, old)]
-                key = self._exit_key[host] = (exit_us, host)
-                insort(by_exit, key)
+            self._move_exit(host, index)
+
+    def update_exits(self, hosts: Iterable[int]) -> None:
+        """Re-sorts `hosts` in their group's exit order after a change of their exit
+        estimates only: equal to `update(host, its group)` for each, when the hosts' groups,
+        room and availability are as at their last `update` (a reprediction's case), at
+        a fraction of the cost (one is made for about every event of a repredicting
+        replay)."""
+        if not self._track_exit:
+            return
+        group_of, indexes, move_exit = self._group, self._indexes, self._move_exit
+        for host in hosts:
+            group = group_of[host]
+            if group is not None:
+                move_exit(host, indexes[group])
+
+    def _move_exit(self, host: int, index: HostIndex) -> None:
+        """Re-sorts member `host` of `index` in its exit order if its exit estimate moved."""
+        exit_us = self._host_exit_us[host]
+        old = self._exit_key[host]
+        if exit_us != old[0]:
+            by_exit = index.exit_order
+            del by_exit[bisect_left(by_exit, old)]
+            key = self._exit_key[host] = (exit_us, host)
+            insort(by_exit, key)
 
     def _add(self, host: int, index: HostIndex) -> None:
         key = self._free_key[host] = self._pool_free_key[host]

@@ -223,17 +223,25 @@ class HostExitCache:
         A host's VMs whose remaining lifetime may differ from the value the pool holds are
         those placed since (`new_vms`) and those whose interval ended (popped from the
         host's heap of (interval end, VM); entries of VMs gone or moved on are skipped).
+        The pool's values are written here (see `PoolState.exit_base_us`): this runs for
+        about every event of a replay.
         """
         pool, tracker = self._pool, self._tracker
         host_vms, host_exit_us, new_vms = pool.host_vms, pool.host_exit_us, pool.new_vms
+        exit_base_us, interval_ends = pool.exit_base_us, self._interval_ends
         remaining, until, advance = tracker.remaining_us, tracker.until_us, tracker.advance
         heappush, heappop = heapq.heappush, heapq.heappop
         changed = []
+        num_predictions = 0
         for host in hosts:
             vms = host_vms[host]
-            ends = self._interval_ends[host]
-            moved = [vm for vm in new_vms[host] if vm in vms]
-            new_vms[host] = []
+            ends = interval_ends[host]
+            new = new_vms[host]
+            if new:
+                moved = [vm for vm in new if vm in vms]
+                new.clear()
+            else:
+                moved = []
             while ends and ends[0][0] < now_us:
                 end_us, vm = heappop(ends)
                 if until[vm] == end_us and vm in vms:
@@ -242,16 +250,19 @@ class HostExitCache:
             if moved:
                 advance(moved, now_us)
                 for vm in moved:
+                    vms[vm] = remaining[vm]
                     heappush(ends, (until[vm], vm))
-                pool.set_remaining(host, now_us, moved, [remaining[vm] for vm in moved])
+                new_exit = host_exit_us[host] = now_us + max(vms.values())
                 if len(ends) > 2 * len(vms) + 16:
                     ends[:] = [(until[vm], vm) for vm in vms]
                     heapq.heapify(ends)
             else:
-                pool.rebase_exits(host, now_us)
-            self.num_predictions += len(vms)
-            if host_exit_us[host] != old_exit:
+                new_exit = host_exit_us[host] = old_exit + now_us - exit_base_us[host]
+            exit_base_us[host] = now_us
+            num_predictions += len(vms)
+            if new_exit != old_exit:
                 changed.append(host)
+        self.num_predictions += num_predictions
         return changed
 
     def _refresh_batch(self, hosts: list, now_us: int) -> list:
@@ -265,15 +276,19 @@ class HostExitCache:
         remaining_us = to_exit_us(0, self._source.predict_remaining_s(vm_index, uptime_s))
         self.num_predictions += num_vms
         remaining_us = remaining_us.tolist()
-        host_exit_us, set_remaining = pool.host_exit_us, pool.set_remaining
+        # Every VM of the host has a new remaining lifetime from `now_us` on.
+        pool_vms, host_exit_us, exit_base_us = pool.host_vms, pool.host_exit_us, pool.exit_base_us
         changed = []
         start = 0
         for host, host_vms in zip(hosts, vms):
             end = start + len(host_vms)
-            old_exit = host_exit_us[host]
-            set_remaining(host, now_us, host_vms, remaining_us[start:end])
+            values = remaining_us[start:end]
+            pool_vms[host].update(zip(host_vms, values))
             start = end
-            if host_exit_us[host] != old_exit:
+            exit_base_us[host] = now_us
+            new_exit = now_us + max(values)
+            if new_exit != host_exit_us[host]:
+                host_exit_us[host] = new_exit
                 changed.append(host)
         return changed
 

@@ -115,7 +115,9 @@ class PoolState:
       exit_base_us[h]: 0, or for a repredicting lifetime source the time of the host's last
         reprediction, when every value of host_vms[h] not placed since is that VM's
         remaining lifetime (us): a reprediction that changes no remaining lifetime then
-        moves every exit of the host by moving the base, in O(1) (`rebase_exits`).
+        moves every exit of the host by moving the base, in O(1). Repredictions
+        (`HostExitCache`, policies/replay/lifetime_source.py) write host_vms[h],
+        exit_base_us[h] and host_exit_us[h] directly: they run for about every event.
       host_exit_us[h]: the latest predicted exit of the host's VMs (NO_EXIT_US if none).
       new_vms[h]: None, or (after `track_new_vms`) the VMs placed on h since the caller
         last cleared the list.
@@ -261,20 +263,6 @@ class PoolState:
             for d, value in enumerate(demand):
                 room[d] += value
             self.free_key[host] = self._free_key(host, room)
-
-    def set_remaining(self, host: int, now_us: int, vms: Sequence[int],
-                      remaining_us: Sequence[int]) -> None:
-        """A reprediction of `host` at `now_us`: `vms` (on `host`) have `remaining_us` left
-        and every other VM of the host the remaining lifetime it had (see `exit_base_us`)."""
-        host_vms = self.host_vms[host]
-        host_vms.update(zip(vms, remaining_us))
-        self.exit_base_us[host] = now_us
-        self.host_exit_us[host] = now_us + max(host_vms.values())
-
-    def rebase_exits(self, host: int, now_us: int) -> None:
-        """A reprediction of `host` at `now_us` in which no VM's remaining lifetime changed."""
-        self.host_exit_us[host] += now_us - self.exit_base_us[host]
-        self.exit_base_us[host] = now_us
 
     def used(self) -> np.ndarray:
         """Demand placed per host and dimension: float64[H, D]."""

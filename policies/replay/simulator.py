@@ -294,8 +294,7 @@ class _Replay:
         if self.cache is not None and now > self.start_us:
             # The estimates the policy starts from are current, as the warm-up VMs' are at
             # start_us.
-            for host in self.cache.refresh(now):
-                self.deciding.update(host, now)
+            self.deciding.exits_changed(self.cache.refresh(now), now)
         self.deciding = self.policy
         self.policy.bind(self.pool, self.schedule_timer, now)
         if self.lars is not None:
@@ -328,6 +327,7 @@ class _Replay:
         events, demands, metrics_start = self.events, self.demands, self.metrics_start_us
         heappush, heappop = heapq.heappush, heapq.heappop
         select, placed, place = policy.select, policy.placed, pool.place
+        exits_changed = policy.exits_changed
         remove, removed, vm_host = pool.remove, policy.removed, pool.vm_host
         next_exit_us = exit_times[next_pos]
         # Decisions in replay order (select's -1 is FAILED), stored into host_of_vm at the
@@ -364,8 +364,9 @@ class _Replay:
             progress.now_us = now
             progress.arrivals += 1
             if cache is not None:
-                for host in cache.refresh(now):
-                    policy.update(host, now)
+                changed = cache.refresh(now)
+                if changed:
+                    exits_changed(changed, now)
             demand = demands[vm]
             host = select(vm, demand, exit_us, now)
             decide(host)

@@ -328,17 +328,21 @@ class ExitTracker:
         end_us = np.append(uptime_us_bounds(curves.thresholds), _NEVER_US)
         self._end_us = end_us.tolist()
         self._num_columns = curves.num_columns
-        self._first_cell = (curves.row_of_vm * curves.num_columns).tolist()
+        first_cell = curves.row_of_vm * curves.num_columns
+        self._first_cell = first_cell.tolist()
         # Remaining µs per cell, as `to_exit_us` rounds; -1 for a cell not evaluated yet.
         values = curves.values.reshape(-1)
-        self._cell_us = np.where(np.isnan(values), -1, np.rint(
-            np.maximum(np.nan_to_num(values), 0.0) * US_PER_S)).astype(np.int64).tolist()
-        # Every VM starts in the interval of uptime 0.
+        cell_us = np.where(np.isnan(values), -1, np.rint(
+            np.maximum(np.nan_to_num(values), 0.0) * US_PER_S)).astype(np.int64)
+        self._cell_us = cell_us.tolist()
+        # Every VM starts in the interval of uptime 0; built with numpy, as the trace may
+        # hold millions of VMs.
         column = int(curves.column(np.zeros(1))[0]) if len(curves.thresholds) else 0
-        self.until_us = (arrival_us + end_us[column]).tolist()
-        self.remaining_us = [self._cell_us[cell + column] for cell in self._first_cell]
-        for vm in [vm for vm, remaining in enumerate(self.remaining_us) if remaining < 0]:
-            self.until_us[vm] = -1  # looked up (and evaluated) on first use
+        remaining_us = cell_us[first_cell + column]
+        # A VM whose cell is not evaluated yet is looked up (and evaluated) on first use.
+        until_us = np.where(remaining_us < 0, -1, arrival_us + end_us[column])
+        self.until_us = until_us.tolist()
+        self.remaining_us = remaining_us.tolist()
 
     def exits_us(self, vms: Sequence[int], now_us: int) -> list:
         """Predicted exit (int µs) at `now_us` of each VM of `vms` (a list of ints)."""
@@ -348,18 +352,14 @@ class ExitTracker:
 
     def advance(self, vms: Sequence[int], now_us: int) -> None:
         """Moves each VM of `vms` whose interval ended before `now_us` to its interval at
-        `now_us`."""
-        until = self.until_us
-        stale = [vm for vm in vms if until[vm] < now_us]
-        if stale:
-            self._move(stale, now_us)
-
-    def _move(self, vms: list, now_us: int) -> None:
-        """Finds the interval of each VM of `vms` at `now_us` and its remaining lifetime."""
+        `now_us`, found by bisection, with its remaining lifetime (one loop, no list of the
+        stale VMs: the replay calls this for about every event)."""
         arrival, end_us, first_cell, cell_us = (self._arrival_us, self._end_us,
                                                 self._first_cell, self._cell_us)
         until, remaining = self.until_us, self.remaining_us
         for vm in vms:
+            if until[vm] >= now_us:
+                continue
             start_us = arrival[vm]
             column = bisect.bisect_left(end_us, now_us - start_us)
             value = cell_us[first_cell[vm] + column]

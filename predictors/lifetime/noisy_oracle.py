@@ -49,7 +49,10 @@ class NoisyOracle:
     def apply(self, lifetime_s: np.ndarray, log10_error: np.ndarray) -> np.ndarray:
         """Perturbs `lifetime_s` (float64[K], seconds) by `log10_error` (float64[K]) and caps."""
         log10_lifetime = np.log10(np.maximum(lifetime_s, MIN_LIFETIME_S))
-        return np.clip(10.0 ** (log10_lifetime + log10_error), 0.0, self.cap_s)
+        # A power of 10 is never below the lower cap 0, so only the upper cap applies;
+        # np.minimum is several µs cheaper per call than np.clip (the placement replay
+        # calls this once per reprediction batch).
+        return np.minimum(10.0 ** (log10_lifetime + log10_error), self.cap_s)
 
     def predict(self, lifetime_s: np.ndarray) -> np.ndarray:
         """Noisy lifetimes (seconds) of true lifetimes `lifetime_s` float64[V] (VM i: draw i)."""

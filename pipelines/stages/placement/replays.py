@@ -4,7 +4,7 @@ rows, and the differences vs Best-Fit."""
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -73,13 +73,17 @@ class ReplaySpec:
     replay when the config asks for the baseline order alone (it records the drains).
     `baseline_seeds`: a LARS lifetime-order replay also gives this many paired baseline-order
     rows, one per seed, on its drains. `warm_start`: the simulator's name of the config's
-    warm start (the same for every replay, the Best-Fit baseline included)."""
+    warm start (the same for every replay, the Best-Fit baseline included). `also_for`:
+    further lifetime sources that the replay stands for, reported as if replayed with each:
+    a policy that reads no lifetime (`uses_lifetimes` False) without LARS decides the same
+    with every source, so it is replayed once, with the first."""
     policy: str
     lifetimes: LifetimeSpec
     defrag: str
     reported: bool = True
     baseline_seeds: int = 0
     warm_start: str = POLICY_FROM_START
+    also_for: Tuple[LifetimeSpec, ...] = ()
 
 
 def policy_name(policy: int) -> str:
@@ -99,7 +103,9 @@ def warm_start_name(config) -> str:
 
 
 def replay_specs(config) -> List[ReplaySpec]:
-    """Every configured replay, plus a Best-Fit baseline per lifetime source if needed."""
+    """Every configured replay, plus a Best-Fit baseline per lifetime source if needed; a
+    policy that reads no lifetime is replayed once for all sources (`also_for`) unless
+    LARS defragments it."""
     lifetimes = [LifetimeSpec.of(m) for m in config.lifetime_source]
     warm_start = warm_start_name(config)
     lars = config.lars
@@ -114,11 +120,15 @@ def replay_specs(config) -> List[ReplaySpec]:
     specs = []
     for name in names:
         defrags = [(NO_DEFRAG, True, 0)] + (defrags_of_lars if name in defragmented else [])
-        specs += [ReplaySpec(name, source, *defrag, warm_start=warm_start)
-                  for source in lifetimes for defrag in defrags]
-    if BEST_FIT not in names:
-        specs += [ReplaySpec(BEST_FIT, source, NO_DEFRAG, reported=False,
-                             warm_start=warm_start) for source in lifetimes]
+        shared = not getattr(make_policy(name, config), "uses_lifetimes", True)
+        specs += [ReplaySpec(name, source, *defrag, warm_start=warm_start,
+                             also_for=(tuple(lifetimes[1:]) if shared and defrag[0] == NO_DEFRAG
+                                       else ()))
+                  for i, source in enumerate(lifetimes) for defrag in defrags
+                  if not (shared and i and defrag[0] == NO_DEFRAG)]
+    if BEST_FIT not in names and lifetimes:
+        specs.append(ReplaySpec(BEST_FIT, lifetimes[0], NO_DEFRAG, reported=False,
+                                warm_start=warm_start, also_for=tuple(lifetimes[1:])))
     return specs
 
 
@@ -260,6 +270,14 @@ def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, conf
         sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
         inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
         lars=defragmenter, weights=weights, warm_start=spec.warm_start, progress=state)
+    for lifetimes in (spec.lifetimes, *spec.also_for):
+        yield from _outputs(pool_input, dataclasses.replace(spec, lifetimes=lifetimes),
+                            result, defragmenter, config)
+
+
+def _outputs(pool_input: PoolInput, spec: ReplaySpec, result, defragmenter, config):
+    """The timeseries table (if reported) and summary rows of `result` under `spec`'s
+    lifetime source."""
     series = result.timeseries
     if spec.reported:
         columns = _key_columns(pool_input, spec, len(series["time_us"]))
