@@ -9,12 +9,16 @@ import sys
 import pytest
 
 from pipelines import config as run_config
-from pipelines.report import overcommit
+import numpy as np
+import pandas as pd
+
+from pipelines.report import overcommit, shaping
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 SCREENSHOT = pathlib.Path("/tmp/fleetcast_report.png")
 CHROMEDRIVER = shutil.which("chromedriver")
-# Every stage on a tiny synthetic trace; the placement sweeps three noisy accuracies.
+# Every stage on a tiny synthetic trace; the placement sweeps three noisy accuracies, the
+# shaping two forecasters over 2 K1 × 2 K2 on 2 small hosts (so that applications queue).
 CONFIG = """
 name: "tiny"
 synthetic { machines: 4 days: 1 seed: 1 }
@@ -33,11 +37,15 @@ placement { policy: BEST_FIT policy: NILAS lifetime_source { oracle: true }
             lifetime_source { noisy_oracle_accuracy: 0.6 }
             lifetime_source { noisy_oracle_accuracy: 0.9 }
             warmup_s: 10800 sample_period_s: 900 }
+shaping { policy: BASELINE policy: OPTIMISTIC policy: PESSIMISTIC
+          forecaster: ORACLE forecaster: ARIMA k1: 0 k1: 0.25 k2: 0 k2: 1 seed: 0
+          shaping_interval_steps: 12 host_shape { cpu: 0.5 memory: 0.5 } host_count: 2
+          elastic_fraction: 0.5 }
 output { num_shards: 1 }
 """
 FIGURES = ("overcommit_fig10", "placement_empty_hosts", "placement_summary",
            "placement_accuracy_sweep", "lifetime_f1_vs_uptime", "lifetime_error_histogram",
-           "lifetime_model_comparison")
+           "lifetime_model_comparison", "shaping_fig2", "shaping_fig3")
 
 
 def fleetcast(*args, cwd):
@@ -71,7 +79,8 @@ def test_report_writes_one_page_and_every_figure_as_png_and_svg(report):
     assert "http://" not in text and "https://" not in text
     for section in ("<h2>Config</h2>", "synthetic {", "Rows per source table",
                     "Dead letters: ", "<h2>Overcommit</h2>", "<h2>Placement</h2>",
-                    "<h2>Lifetime models</h2>", "la_classifier"):
+                    "<h2>Lifetime models</h2>", "la_classifier", "<h2>Resource shaping</h2>",
+                    "Runs: means over seeds"):
         assert section in text, section
 
 
@@ -127,3 +136,20 @@ def test_demo_placement_sweeps_at_least_four_accuracies():
                   for s in config.placement.lifetime_source
                   if s.WhichOneof("source") in ("oracle", "noisy_oracle_accuracy")}
     assert len(accuracies) >= 4, accuracies
+
+
+def test_shaping_summary_keeps_the_baseline_and_each_policys_smallest_and_best_cell():
+    runs = pd.DataFrame({
+        "forecaster": ["none", "none", "oracle", "oracle", "oracle", "oracle"],
+        "policy": ["baseline", "baseline"] + ["pessimistic"] * 4,
+        "k1": [np.nan, np.nan, 0.0, 0.0, 0.5, 0.5], "k2": [np.nan, np.nan, 0.0, 0.0, 0.0, 0.0],
+        "seed": [0, 1, 0, 1, 0, 1],
+        "turnaround_speedup_vs_baseline": [1.0, 1.0, 2.0, 4.0, 4.0, 6.0],
+        "failed_applications_pct": [0.0, 0.0, 10.0, 20.0, 0.0, 0.0]})
+    for column in set(shaping.SUMMARY_COLUMNS) - set(runs):
+        runs[column] = 1.0
+    table = shaping.summary_table(runs)
+    assert list(table["cell"]) == ["baseline", "smallest K1, K2", "best ratio"]
+    assert np.isnan(table["k1"][0]) and list(table["k1"][1:]) == [0.0, 0.5]
+    assert list(table["turnaround_speedup_vs_baseline"]) == [1.0, 3.0, 5.0]
+    assert list(table["failed_applications_pct"]) == [0.0, 15.0, 0.0]

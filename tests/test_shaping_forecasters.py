@@ -5,6 +5,7 @@ import numpy as np
 
 from policies.shaping.forecasters import (
     ArimaUsageForecaster,
+    Forecasts,
     GaussianProcessUsageForecaster,
     OracleForecaster,
     forecast_workload,
@@ -89,3 +90,20 @@ def test_targets_are_the_interval_peak_plus_beta_capped_at_the_request():
         workload, ArimaUsageForecaster(interval_steps=3, min_fit_samples=10)), 3)
     np.testing.assert_allclose(arima.targets(np.zeros(8, dtype=np.int64), np.arange(8)),
                                np.tile([4.0, 2.0], (8, 1)))
+
+
+def test_a_negative_forecast_mean_is_clipped_at_zero():
+    """An ARIMA path below 0 must not cut the allocation below K1 · request: with K1 = 1 the
+    target is exactly the request, with K1 = 0.25 it is 0.25 · request (+ K2 · V)."""
+    mean = np.full((1, 5, 2), -0.4)
+    mean[0, 4] = -np.inf  # past the end of the series
+    forecasts = Forecasts(mean, np.full((1, 5, 2), 0.1), np.zeros(3, dtype=np.int64),
+                          np.arange(3), fits=1)
+    np.testing.assert_allclose(forecasts.interval_peaks(2.0, 3), np.full((3, 2), 0.2))
+    workload = Workload.from_series(300, [0], [0], [1], [[4.0, 2.0]], [False],
+                                    [np.ones((3, 2))])
+    for k1, k2, expected in ((1.0, 0.0, [4.0, 2.0]), (0.25, 0.0, [1.0, 0.5]),
+                             (0.25, 2.0, [1.8, 0.9])):
+        policy = Optimistic(k1=k1, k2=k2).fit(workload, forecasts, 3)
+        np.testing.assert_allclose(policy.targets(np.zeros(3, dtype=np.int64), np.arange(3)),
+                                   np.tile(expected, (3, 1)), err_msg=f"{k1} {k2}")

@@ -102,6 +102,12 @@ def test_validation_names_the_field():
                _problems(SHAPING.replace("forecaster: ORACLE forecaster: ARIMA", "")))
     assert _problems(SHAPING.replace("host_count: 1", "")) == [
         "shaping.host_count: is required with host_shape"]
+    assert _problems(SHAPING.replace("host_count: 1", "host_count: 1 failure_model: "
+                                     "COMPONENT_LIMIT")) == []
+    assert _problems(SHAPING.replace("host_count: 1", "host_count: 1 failure_model: "
+                                     "FAILURE_MODEL_UNSPECIFIED")) == [
+        "shaping.failure_model: must be one of HOST_OVERLOAD, COMPONENT_LIMIT, got "
+        "FAILURE_MODEL_UNSPECIFIED"]
 
 
 def test_an_unknown_policy_name_fails_at_parse_naming_the_line():

@@ -13,7 +13,7 @@ from policies.shaping.policies.baseline import Baseline
 from policies.shaping.policies.optimistic import Optimistic
 from policies.shaping.policies.pessimistic import Pessimistic, algorithm_1
 from policies.shaping.workload import Workload
-from tests.reference.shaping_simulator import simulate_reference
+from tests.reference.shaping_simulator import algorithm_1_reference, simulate_reference
 from tests.shaping_workloads import random_workload
 
 INTERVAL = 4
@@ -63,6 +63,37 @@ def test_pessimistic_preempts_the_later_application_which_loses_its_work():
     assert list(result.start_step) == [0, 1]
 
 
+def test_component_failure_model_fails_a_component_over_its_own_allocation():
+    """One host of 100 CPUs (never overloaded). App 0 (at step 0): a core and an elastic
+    component; app 1 (at step 10): two core components; all request 4 and use 1 for 8
+    steps, except app 0's elastic component, which uses 3 at age 5. Optimistic, K1 = K2 =
+    0, with the forecasts of the flat series (a forecast that misses the jump): every
+    allocation is 1, so the elastic component uses 3 > 1 at age 5."""
+    flat = np.ones((8, 2))
+    jump = flat.copy()
+    jump[5, 0] = 3.0
+
+    def workload_of(series):
+        return Workload.from_series(300, [0, 10], [0, 0], [2, 2], [[4, 4]] * 4,
+                                    [False, True, False, False], series)
+
+    workload = workload_of([flat, jump, flat, flat])
+    policy = _fitted(Optimistic(), workload)
+    policy.peak_ = _fitted(Optimistic(), workload_of([flat] * 4)).peak_
+    cluster = Cluster.homogeneous(100, 100, 1)
+    host = simulate(workload, cluster, policy, INTERVAL)
+    assert host.failures.sum() == host.failed_components.sum() == 0  # 4 of 100 CPUs used
+    component = simulate(workload, cluster, policy, INTERVAL, failure_model="component")
+    # The elastic component alone fails at step 5 (5 steps of work lost) and restarts from
+    # zero; its application finishes with its core component; app 1 is untouched.
+    assert list(component.failures) == [0, 0]
+    assert list(component.failed_components) == [1, 0]
+    assert list(component.lost_steps) == [5, 0]
+    assert list(component.finish_step) == [8, 18]
+    with pytest.raises(ValueError, match="failure_model"):
+        simulate(workload, cluster, policy, INTERVAL, failure_model="rack")
+
+
 def test_algorithm_1_order_core_first_youngest_elastic_preempted_fifo():
     # One host of 10 x 10. App 0: core 4, elastic components alive 5 and 1 steps (3 each);
     # app 1: core 4; app 2: core 2.
@@ -104,6 +135,23 @@ def test_pessimistic_fast_path_equals_algorithm_1_on_random_states():
         decision = Pessimistic().reshape(running)
         assert list(decision.preempted_apps) == apps
         assert list(decision.preempted_components) == components
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_algorithm_1_equals_the_one_component_at_a_time_reference(integer):
+    """Random states; integer targets make free capacities hit exactly 0, where core
+    (< 0) and elastic (<= 0) takes differ."""
+    rng = np.random.default_rng(4 + integer)
+    for _ in range(400):
+        n, hosts = int(rng.integers(1, 40)), int(rng.integers(1, 5))
+        target = rng.integers(0, 4, (n, 2)) * 1.0 if integer else rng.uniform(0, 3, (n, 2))
+        app = np.sort(rng.integers(0, 10, n))
+        running = RunningComponents(
+            component=np.arange(n), host=rng.integers(0, hosts, n), app=app,
+            elastic=rng.random(n) < 0.5, age=rng.integers(0, 5, n),
+            app_order=rng.permutation(10)[app], target=target,
+            capacity=rng.integers(3, 20, (hosts, 2)) * 1.0)
+        assert algorithm_1(running) == algorithm_1_reference(running)
 
 
 class _CheckedSimulation(Simulation):

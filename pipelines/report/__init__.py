@@ -5,7 +5,7 @@
                      tables
     figures/*.png    every figure, also as figures/*.svg
 
-One module per stage's figures: overcommit.py, placement.py, lifetime.py; figures.py saves
+One module per stage's figures: overcommit.py, placement.py, lifetime.py, shaping.py; figures.py saves
 and embeds them. The report reads a local results directory as `fleetcast query` does: the
 files its run manifest lists (pipelines/io/publish.py), and the config the manifest records.
 """
@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 from pipelines import config as run_config
 from pipelines.io import publish
 from pipelines.query import table_files
-from pipelines.report import lifetime, overcommit, placement
+from pipelines.report import lifetime, overcommit, placement, shaping
 from pipelines.report.figures import FigureWriter
 
-STAGES = (overcommit, placement, lifetime)
+STAGES = (overcommit, placement, lifetime, shaping)
 STYLE = """
 body { font-family: sans-serif; max-width: 1250px; margin: 1em auto; color: #222; }
 h1 { border-bottom: 2px solid #444; } h2 { border-bottom: 1px solid #aaa; margin-top: 2em; }

@@ -66,8 +66,13 @@ class Forecasts:
 
     def interval_peaks(self, k2: float, interval_steps: int) -> np.ndarray:
         """float64[N, 2] per step, the highest mean + k2 · uncertainty of its fit over the
-        `interval_steps` steps from it (NaN where some of them has no forecast)."""
-        buffered = self.mean + k2 * self.uncertainty
+        `interval_steps` steps from it (NaN where some of them has no forecast). The mean is
+        clipped at 0 first: usage is never negative, and an ARIMA path that drifts below 0
+        would otherwise cut the allocation below K1 · request (even K1 = 1 below the
+        request). Past the end of a series the clipped -inf becomes 0, which changes no
+        peak: every window holds a step of the series, whose clipped mean is >= 0. NaN
+        stays NaN."""
+        buffered = np.maximum(self.mean, 0.0) + k2 * self.uncertainty
         horizon = buffered.shape[1]
         # A fit covers the (horizon + 1) / 2 ages of its interval; each needs a window.
         leads = horizon - interval_steps + 1

@@ -43,3 +43,39 @@ class ReferenceSimulation(Simulation):
 
 def simulate_reference(workload, cluster, policy, interval_steps, seed=0, max_steps=10 ** 9):
     return ReferenceSimulation(workload, cluster, policy, interval_steps, seed, max_steps).run()
+
+
+def algorithm_1_reference(running):
+    """002 Algorithm 1 one component at a time, as the paper writes it (the loop that
+    `policies.shaping.policies.pessimistic.algorithm_1` replaced): (fully preempted
+    applications, preempted elastic components)."""
+    cpus_free = running.capacity[:, 0].copy()
+    mem_free = running.capacity[:, 1].copy()
+    order = np.lexsort((running.component, running.app_order))
+    bounds = np.flatnonzero(np.diff(running.app_order[order])) + 1
+    preempted_apps, preempted_components = [], []
+    for rows in np.split(order, bounds):
+        cpus, mem = cpus_free.copy(), mem_free.copy()
+        fits = True
+        for row in rows[~running.elastic[rows]]:  # lines 8-19
+            host = running.host[row]
+            cpus[host] -= running.target[row, 0]
+            mem[host] -= running.target[row, 1]
+            if cpus[host] < 0 or mem[host] < 0:
+                fits = False
+                break
+        if not fits:  # lines 20-21
+            preempted_apps.append(int(running.app[rows[0]]))
+            continue
+        cpus_free, mem_free = cpus, mem
+        elastic = rows[running.elastic[rows]]
+        elastic = elastic[np.lexsort((running.component[elastic], -running.age[elastic]))]
+        for row in elastic:  # lines 25-33
+            host = running.host[row]
+            cpus_left = cpus_free[host] - running.target[row, 0]
+            mem_left = mem_free[host] - running.target[row, 1]
+            if cpus_left <= 0 or mem_left <= 0:
+                preempted_components.append(int(running.component[row]))
+            else:
+                cpus_free[host], mem_free[host] = cpus_left, mem_left
+    return preempted_apps, preempted_components

@@ -18,6 +18,8 @@ from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
 RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_summary"
 Config = fleetcast_pb2.ShapingConfig
 BASELINE, NO_FORECASTER = "baseline", "none"
+# ShapingConfig.failure_model → the simulator's failure_model.
+FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "component"}
 # Application columns summarized as distributions (pooled over a cell's seeds).
 APPLICATION_METRICS = ("turnaround_s", "wait_s", "cpu_slack_pct", "memory_slack_pct",
                        "work_lost_s")
@@ -115,7 +117,8 @@ def run(element, config, shaping_input: ShapingInput):
     max_steps = int(workload.submit_step.max()
                     + config.max_time_after_last_submit_s // config.step_s)
     result = simulate(workload, shaping_input.cluster, policy, config.shaping_interval_steps,
-                      seed=spec.seed, max_steps=max_steps)
+                      seed=spec.seed, max_steps=max_steps,
+                      failure_model=FAILURE_MODELS[config.failure_model])
     apps = application_metrics(workload, result)
     row = {"forecaster": spec.forecaster, "k1": spec.k1, "k2": spec.k2, "policy": spec.policy,
            "seed": spec.seed, "hosts": shaping_input.cluster.num_hosts,

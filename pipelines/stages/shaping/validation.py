@@ -2,6 +2,7 @@
 
 from pipelines.stages.shaping.runs import (
     BASELINE,
+    FAILURE_MODELS,
     Config,
     forecaster_names,
     policy_names,
@@ -48,6 +49,9 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                       f"got {config.gp_pattern_length}")
     check.require(config.usage_statistic != Config.USAGE_STATISTIC_UNSPECIFIED,
                   f"{field}.usage_statistic", "is USAGE_STATISTIC_UNSPECIFIED")
+    check.require(config.failure_model in FAILURE_MODELS, f"{field}.failure_model",
+                  f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, got "
+                  f"{Config.FailureModel.Name(config.failure_model)}")
     _validate_hosts(check, config, has_hosts, field)
 
 

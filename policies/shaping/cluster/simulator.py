@@ -13,10 +13,13 @@ Time advances in steps of the workload's `step_s`. At every step, in this order:
    over its first S steps; the request while its forecaster has no forecast yet, 002 §V's
    "grace period"), not its request until the next shaping step: 002 shapes from the
    forecasts, and the oracle's exist from a component's first step;
-4. every running component uses its series at its age. A host whose usage exceeds its
-   capacity (CPU or memory; both treated as incompressible, as 002's simulator treats
-   them) has components killed by the operating system until it fits: lowest priority
-   first, ties in a seeded random order (fixed per component for the run). A killed core
+4. every running component uses its series at its age. With the `host` failure model (the
+   default) a host whose usage exceeds its capacity (CPU or memory; both treated as
+   incompressible, as 002's simulator treats them) has components killed by the operating
+   system until it fits: lowest priority first, ties in a seeded random order (fixed per
+   component for the run). With the `component` model every component whose usage exceeds
+   its own allocation (CPU or memory: a container limit) is killed, in component order;
+   no host can then overload, since allocations never exceed capacity. A killed core
    component fails its application;
 5. the surviving components age by one step; a component that reaches its length finishes,
    and an application finishes when all its core components have (its elastic components
@@ -42,6 +45,8 @@ from policies.shaping.workload import Workload
 
 WAITING, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 OVERLOAD_TOLERANCE = 1e-9
+# Step 4's failure models (ShapingConfig.failure_model).
+FAILURE_MODELS = ("host", "component")
 
 
 @dataclasses.dataclass
@@ -77,10 +82,17 @@ class Simulation:
       interval_steps: S, steps between shaping steps.
       seed: seed of the overload victims' tie-break order.
       max_steps: last step simulated (exclusive).
+      failure_model: "host" (overloaded hosts kill components) or "component" (a component
+        using more than its allocation fails); see the module docstring.
     """
 
     def __init__(self, workload: Workload, cluster: Cluster, policy: ShapingPolicy,
-                 interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9):
+                 interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9,
+                 failure_model: str = "host"):
+        if failure_model not in FAILURE_MODELS:
+            raise ValueError(f"failure_model must be one of {FAILURE_MODELS}, got "
+                             f"{failure_model!r}")
+        self.component_limits = failure_model == "component"
         w = self.workload = workload
         self.capacity, self.policy = cluster.capacity, policy
         self.interval_steps, self.max_steps = interval_steps, max_steps
@@ -95,6 +107,9 @@ class Simulation:
         self.core_left = np.zeros(num_apps, dtype=np.int64)
         self.waiting_elastic = set()
         self.victim_order = np.random.default_rng(seed).permutation(num_components)
+        # A component's target at age 0 does not depend on the schedule: computed once.
+        self.admission_target = policy.targets(np.arange(num_components),
+                                               np.zeros(num_components, dtype=np.int64))
         self.allocated_sum = np.zeros((num_components, 2))
         self.used_sum = np.zeros((num_components, 2))
         self.result = SimulationResult(
@@ -136,6 +151,8 @@ class Simulation:
         """Usage, overload kills, accounting and ageing of step t."""
         w, running = self.workload, self.running()
         use = w.usage[w.offset[running] + self.age[running]]
+        if self.component_limits:
+            running, use = self.kill_over_limits(running, use)
         host = self.host[running]
         load = np.column_stack([np.bincount(host, use[:, r], minlength=len(self.capacity))
                                 for r in range(2)])
@@ -149,6 +166,18 @@ class Simulation:
         self.age[running] += 1
         for c in running[self.age[running] >= w.length[running]]:
             self.complete(int(c), t + 1)
+
+    def kill_over_limits(self, running, use):
+        """Step 4, component model: kills every component using more than its allocation;
+        returns (running, use) of the survivors."""
+        over = np.any(use > self.allocation[running] * (1 + OVERLOAD_TOLERANCE), axis=1)
+        if not over.any():
+            return running, use
+        for c in running[over]:
+            if self.host[c] >= 0:  # not gone with its application already
+                self.kill(int(c), failed=True)
+        alive = self.host[running] >= 0
+        return running[alive], use[alive]
 
     def kill_overloads(self, running, use, load):
         """Step 4: kills components of overloaded hosts until each fits (modifies load)."""
@@ -197,9 +226,13 @@ class Simulation:
     def complete(self, c: int, t_end: int):
         """Component c reached its length at the end of step t_end - 1."""
         app = int(self.app_of[c])
-        if self.host[c] < 0:  # its application finished earlier in this loop
+        host = self.host[c]
+        if host < 0:  # its application finished earlier in this loop
             return
-        self.release(np.array([c]))
+        # release() of one component, without its array overhead (the same additions).
+        self.free[host] += self.allocation[c]
+        self.host[c] = -1
+        self._running, self._dirty = None, True
         if self.workload.elastic[c]:
             return
         self.core_left[app] -= 1
@@ -214,8 +247,7 @@ class Simulation:
         policy's target from age 0 (the request for the baseline, and for a forecaster
         until its first forecast: 002 §V's grace period)."""
         self.host[components] = hosts
-        self.allocation[components] = self.policy.targets(
-            components, np.zeros(len(components), dtype=np.int64))
+        self.allocation[components] = self.admission_target[components]
         np.subtract.at(self.free, hosts, self.allocation[components])
         self.age[components] = 0
         self._running = None
@@ -290,6 +322,8 @@ class Simulation:
 
 
 def simulate(workload: Workload, cluster: Cluster, policy: ShapingPolicy,
-             interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9) -> SimulationResult:
+             interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9,
+             failure_model: str = "host") -> SimulationResult:
     """Runs `workload` on `cluster` under the fitted `policy` (see the module docstring)."""
-    return Simulation(workload, cluster, policy, interval_steps, seed, max_steps).run()
+    return Simulation(workload, cluster, policy, interval_steps, seed, max_steps,
+                      failure_model).run()

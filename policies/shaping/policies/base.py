@@ -91,6 +91,9 @@ class ShapingPolicy:
     def targets(self, components: np.ndarray, age: np.ndarray) -> np.ndarray:
         """float64[R, 2] forecast + beta of `components` at `age`, capped at the request."""
         request = self.request_[components]
+        # Capped at the request: 002 shapes down from the request and the shaper never
+        # grants more than was asked (the module docstring's deviation); the floor is
+        # K1 · request, since interval_peaks clips the forecast mean at 0.
         ratio = np.minimum(self.peak_[self.offset_[components] + age] + self.k1, 1.0)
         return np.where(np.isnan(ratio), request, request * ratio)
 

@@ -1,0 +1,146 @@
+"""The resource-shaping section (paper 002 §IV): Fig. 2 (per-application turnaround and
+slack of the baseline and of each shaping policy with the oracle, as boxplots), Fig. 3
+(turnaround ratio vs the baseline and failed applications over K1 × K2, one row per
+forecaster and policy) and a summary table of the runs."""
+
+import numpy as np
+import pandas as pd
+from matplotlib import pyplot as plt
+
+BASELINE, ORACLE = "baseline", "oracle"
+POLICIES = ("baseline", "optimistic", "pessimistic")
+# (shaping_applications column, axis label, scale to the label's unit).
+FIG2_METRICS = (("turnaround_s", "turnaround (h, log)", 1 / 3600),
+                ("cpu_slack_pct", "CPU slack (% of allocated)", 1.0),
+                ("memory_slack_pct", "memory slack (% of allocated)", 1.0))
+# (shaping_runs column, title, colour map: brighter = better).
+FIG3_PANELS = (("turnaround_speedup_vs_baseline", "turnaround ratio vs baseline (> 1 better)",
+                "viridis"),
+               ("failed_applications_pct", "failed applications (%)", "viridis_r"))
+SUMMARY_COLUMNS = ("turnaround_speedup_vs_baseline", "mean_turnaround_s",
+                   "failed_applications_pct", "preempted_applications_pct",
+                   "mean_cpu_slack_pct", "mean_memory_slack_pct")
+
+
+def oracle_cell(frame: pd.DataFrame):
+    """(k1, k2) of Fig. 2: the oracle's smallest buffer (002 Fig. 2 uses K1 = K2 = 0), or
+    None without oracle rows."""
+    oracle = frame[frame["forecaster"] == ORACLE]
+    if not len(oracle):
+        return None
+    return oracle["k1"].min(), oracle["k2"].min()
+
+
+def fig2(applications: pd.DataFrame):
+    """Boxplots per policy (baseline, and each shaping policy with the oracle at its
+    smallest K1, K2) of turnaround and CPU / memory slack per application; None without
+    oracle runs. Means are the red triangles."""
+    cell = oracle_cell(applications)
+    if cell is None:
+        return None
+    oracle = applications[(applications["forecaster"] == ORACLE)
+                          & (applications["k1"] == cell[0]) & (applications["k2"] == cell[1])]
+    shown = pd.concat([applications[applications["policy"] == BASELINE], oracle])
+    policies = [p for p in POLICIES if p in set(shown["policy"])]
+    metrics = [m for m in FIG2_METRICS if shown[m[0]].notna().any()]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
+    for ax, (metric, label, scale) in zip(axes[0], metrics):
+        data = [shown.loc[shown["policy"] == p, metric].dropna().to_numpy(np.float64) * scale
+                for p in policies]
+        ax.boxplot(data, showmeans=True,
+                   meanprops={"marker": "^", "markerfacecolor": "red", "markeredgecolor": "red"})
+        ax.set_xticks(range(1, len(policies) + 1), policies)
+        ax.set_ylabel(label)
+        if metric == "turnaround_s":
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"Resource shaping (paper 002 Fig. 2): oracle forecasts, K1 = {cell[0]:g}, "
+                 f"K2 = {cell[1]:g}, per application over every seed")
+    fig.tight_layout()
+    return fig
+
+
+def _heatmap(fig, ax, grid: pd.DataFrame, cmap: str, limits: tuple, title: str):
+    """One K2 × K1 panel; `limits` (vmin, vmax) shared by the column's panels so that colours
+    compare across forecasters and policies; labels dark on light cells."""
+    values = grid.to_numpy(dtype=np.float64)
+    image = ax.imshow(values, cmap=cmap, aspect="auto", origin="lower", vmin=limits[0],
+                      vmax=limits[1])
+    ax.set_xticks(range(len(grid.columns)), [f"{v:g}" for v in grid.columns])
+    ax.set_yticks(range(len(grid.index)), [f"{v:g}" for v in grid.index])
+    ax.set_xlabel("K1 (fraction of the request)")
+    ax.set_ylabel("K2 (× uncertainty)")
+    ax.set_title(title, fontsize=9)
+    for (i, j), value in np.ndenumerate(values):
+        red, green, blue, _ = image.cmap(image.norm(value))
+        light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
+        ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=8,
+                color="k" if light else "w")
+    fig.colorbar(image, ax=ax)
+
+
+def _limits(values: pd.Series) -> tuple:
+    """(vmin, vmax) of a panel column; a constant column gets a unit-wide range."""
+    low, high = float(values.min()), float(values.max())
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
+
+
+def fig3(runs: pd.DataFrame):
+    """Heatmaps over K1 × K2 (means over seeds) of the turnaround ratio vs the baseline and
+    of the failed applications, one row per (forecaster, shaping policy), one colour scale
+    per column; None without shaping runs."""
+    shaped = runs[runs["policy"] != BASELINE]
+    rows = list(shaped.groupby(["forecaster", "policy"], sort=True).groups)
+    if not rows:
+        return None
+    means = shaped.groupby(["forecaster", "policy", "k1", "k2"])[
+        [metric for metric, _, _ in FIG3_PANELS]].mean()
+    fig, axes = plt.subplots(len(rows), len(FIG3_PANELS), squeeze=False,
+                             figsize=(5.2 * len(FIG3_PANELS), 3.3 * len(rows)))
+    for row, (forecaster, policy) in enumerate(rows):
+        cell = shaped[(shaped["forecaster"] == forecaster) & (shaped["policy"] == policy)]
+        for col, (metric, title, cmap) in enumerate(FIG3_PANELS):
+            grid = cell.pivot_table(index="k2", columns="k1", values=metric, aggfunc="mean")
+            _heatmap(fig, axes[row][col], grid, cmap, _limits(means[metric]),
+                     f"{forecaster}, {policy}: {title}")
+    fig.suptitle("Resource shaping (paper 002 Fig. 3): means over seeds per K1 × K2")
+    fig.tight_layout()
+    return fig
+
+
+def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Means over seeds of the runs' metrics: the baseline, and per (forecaster, policy)
+    its Fig. 2 cell (smallest K1, K2) and its cell of highest turnaround ratio."""
+    cells = (runs.fillna({"k1": -1.0, "k2": -1.0})
+             .groupby(["forecaster", "policy", "k1", "k2"])[list(SUMMARY_COLUMNS)].mean()
+             .reset_index())
+    chosen = [cells[cells["policy"] == BASELINE].assign(cell="baseline")]
+    for _, group in cells[cells["policy"] != BASELINE].groupby(["forecaster", "policy"]):
+        smallest = group[(group["k1"] == group["k1"].min()) & (group["k2"] == group["k2"].min())]
+        best = group.loc[[group["turnaround_speedup_vs_baseline"].idxmax()]]
+        chosen += [smallest.assign(cell="smallest K1, K2"), best.assign(cell="best ratio")]
+    table = pd.concat(chosen, ignore_index=True).replace({"k1": {-1.0: np.nan},
+                                                          "k2": {-1.0: np.nan}})
+    return table[["forecaster", "policy", "cell", "k1", "k2", *SUMMARY_COLUMNS]].round(3)
+
+
+def section(tables: dict, config, figures) -> str:
+    """The shaping section's HTML, or "" when the run has no shaping tables."""
+    runs = tables.get("shaping_runs")
+    if runs is None or not len(runs):
+        return ""
+    parts = ["<h2>Resource shaping</h2>"]
+    drawn = fig2(tables["shaping_applications"])
+    if drawn is not None:
+        parts.append(figures.html(
+            drawn, "shaping_fig2", "Fig. 2: turnaround and CPU / memory slack per application,"
+            " baseline and each shaping policy with the oracle (boxes: quartiles, whiskers: "
+            "1.5 IQR, red triangles: means)"))
+    drawn = fig3(runs)
+    if drawn is not None:
+        parts.append(figures.html(
+            drawn, "shaping_fig3", "Fig. 3: turnaround ratio vs the baseline (same seed) and "
+                                   "failed applications over K1 × K2, per forecaster and policy"))
+    parts += ["<h3>Runs: means over seeds</h3>",
+              summary_table(runs).to_html(index=False, na_rep="—")]
+    return "\n".join(parts)
