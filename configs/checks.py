@@ -26,8 +26,9 @@ UPPER_BOUNDS = {
 # marks, numbers, connectors, dashes and spaces.
 _PROJECT = r"(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]"
 _DATASET = r"[A-Za-z0-9_]{1,1024}"
-BIGQUERY_DATASET = re.compile(rf"^(?:{_PROJECT}[:.])?{_DATASET}$")
-BIGQUERY_TABLE = re.compile(rf"^(?:{_PROJECT}[:.])?{_DATASET}\.[\w\- ]{{1,1024}}$")
+BIGQUERY_DATASET = re.compile(rf"^(?:(?P<project>{_PROJECT})[:.])?(?P<dataset>{_DATASET})$")
+BIGQUERY_TABLE = re.compile(
+    rf"^(?:(?P<project>{_PROJECT})[:.])?(?P<dataset>{_DATASET})\.(?P<table>[\w\- ]{{1,1024}})$")
 
 
 @dataclasses.dataclass(frozen=True)

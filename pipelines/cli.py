@@ -33,6 +33,7 @@ import synthetic  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
 from pipelines import progress  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
+from pipelines import worker_guard  # noqa: E402
 from pipelines.io import failures  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
@@ -132,14 +133,19 @@ def _parser():
 
 def _add_query(commands):
     query = commands.add_parser(
-        "query", help="SQL over a run's tables (DuckDB)", formatter_class=_HelpFormatter,
+        "query", help="SQL over a run's tables (DuckDB, or BigQuery)",
+        formatter_class=_HelpFormatter,
         description="Runs SQL over the Parquet tables of a local results directory: every\n"
-                    "table is a view named after it (DuckDB's SQL dialect).",
-        epilog="example:\n  fleetcast query results/demo \"SELECT policy, lifetime_source, "
+                    "table is a view named after it (DuckDB's SQL dialect). With\n"
+                    "bq://PROJECT.DATASET, runs it in BigQuery over a run's output dataset\n"
+                    "(tables by their bare names; BigQuery's SQL dialect).",
+        epilog="examples:\n  fleetcast query results/demo \"SELECT policy, lifetime_source, "
                "empty_hosts_pct\n    FROM placement_summary WHERE defrag = 'none' ORDER BY "
-               "empty_hosts_pct DESC\"")
+               "empty_hosts_pct DESC\"\n"
+               "  fleetcast query bq://my-project.fleet \"SELECT COUNT(*) FROM usage\"")
     query.add_argument("results_dir", metavar="RESULTS_DIR",
-                       help="a results directory written by `fleetcast run`")
+                       help="a results directory written by `fleetcast run`, or "
+                            "bq://PROJECT.DATASET of a run that wrote to BigQuery")
     query.add_argument("sql", metavar="SQL", help="the query")
     query.add_argument("--format", choices=("table", "csv"), default="table",
                        help="a text table, or CSV with a header (every row)")
@@ -263,7 +269,9 @@ def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
     out = out or sys.stdout
     if output.parquet_dir is None:
         print(f"Results: BigQuery dataset {output.bigquery_dataset}, tables: "
-              f"{', '.join(sorted(tables))}", file=out)
+              f"{', '.join(sorted(tables))}\n"
+              f"  fleetcast query bq://{output.bigquery_dataset.replace(':', '.')} "
+              f"\"SELECT ...\"", file=out)
         return
     print(f"Results: {output.parquet_dir}", file=out)
     for name in tables:
@@ -315,7 +323,8 @@ def _run(args, beam_args):
     output_dir = args.output_dir or FileSystems.join("results", name)
     started = time.time()
     counters = {}
-    output, tables = run_pipeline.run(config, output_dir, beam_args, counters=counters)
+    with worker_guard.ended_by_signals():
+        output, tables = run_pipeline.run(config, output_dir, beam_args, counters=counters)
     print(f"fleetcast run {name!r} finished in {time.time() - started:.1f} s")
     print_summary(output, tables)
     print_counters(counters)

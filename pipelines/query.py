@@ -6,6 +6,10 @@ directory without a successful manifest is refused), so a query joins and aggreg
 run's tables directly, without copying them:
 
     SELECT policy, empty_hosts_pct FROM placement_summary WHERE defrag = 'none'
+
+`bq://PROJECT.DATASET` names the output dataset of a run that wrote to BigQuery instead: the
+SQL runs in BigQuery with that dataset as its default (pipelines/io/bigquery.py), after the
+same check that a successful fleetcast run published it.
 """
 
 import os
@@ -45,8 +49,25 @@ def connect(results_dir: str) -> duckdb.DuckDBPyConnection:
     return connection
 
 
+BIGQUERY_PREFIX = "bq://"
+
+
+def _bigquery(dataset: str, sql: str) -> pa.Table:
+    from google.api_core.exceptions import GoogleAPIError
+
+    from pipelines.io import bigquery
+    try:
+        return bigquery.query(dataset, sql)
+    except ValueError as e:  # RunFailed included
+        raise QueryError(str(e)) from None
+    except GoogleAPIError as e:
+        raise QueryError(f"BigQuery: {e}") from None
+
+
 def query(results_dir: str, sql: str) -> pa.Table:
     """The result of `sql` over the run's tables, as an Arrow table."""
+    if results_dir.startswith(BIGQUERY_PREFIX):
+        return _bigquery(results_dir[len(BIGQUERY_PREFIX):], sql)
     connection = connect(results_dir)
     try:
         relation = connection.sql(sql)

@@ -10,6 +10,7 @@ canonical tables, the dead letters and the per-source counts; later stages add t
 
 import dataclasses
 import importlib.metadata
+import logging
 from typing import Dict, Optional
 
 import apache_beam as beam
@@ -21,11 +22,13 @@ from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from apache_beam.pipeline import PipelineVisitor
 from google.protobuf import text_format
 
-from pipelines import progress, schemas
-from pipelines.io import coders, publish, sinks
+from pipelines import progress, schemas, worker_guard
+from pipelines.io import bigquery, coders, publish, sinks
 from pipelines.io.dead_letters import SummarizeCounts, all_rejected
 from pipelines.io.failures import RunFailed
 from pipelines.sources.registry import SOURCES
+
+_LOG = logging.getLogger("fleetcast.run")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +224,11 @@ def local_runner(options: PipelineOptions):
     standard = options.view_as(StandardOptions)
     if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):
         return None
-    encoded_options = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    all_options = options.get_all_options()
+    # Worker processes (multi_processing) import the guard that ends them with the run.
+    all_options["beam_plugins"] = (all_options.get("beam_plugins") or []) + [
+        worker_guard.__name__]
+    encoded_options = JobServiceHandle.encode_pipeline_options(all_options)
     return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded_options)))
 
@@ -234,33 +241,49 @@ def run(config, output_dir: str, beam_args=(), counters: Optional[dict] = None):
     """
     output = OutputSpec.of(config, output_dir)
     options = PipelineOptions(list(beam_args))
-    # Parquet results are staged and published only when the run succeeds; opening the
-    # staging area checks that the output root is writable before any compute.
-    area = (publish.StagingArea.open(output.parquet_dir) if output.parquet_dir is not None
-            else None)
-    started_at = publish.now_utc()
+    # Results are staged and published only when the run succeeds; opening the staging area
+    # checks that the output root is writable and locks it (one run at a time) before any
+    # compute. A BigQuery run stages its tables' shards under --output_dir and loads them
+    # into BigQuery when it publishes (pipelines/io/bigquery.py).
+    area = publish.StagingArea.open(output.parquet_dir or output_dir)
+    publisher = bigquery.Publisher(area.extra_dir("bigquery"), area.run_id)
+    try:
+        started_at = publish.now_utc()
+        outputs = _run_pipeline(config, output, output_dir, options, area, publisher,
+                                counters)
+        publish_run(area, publisher, config, output, outputs, started_at)
+    finally:
+        area.release()
+    return output, outputs
+
+
+def _run_pipeline(config, output: OutputSpec, output_dir: str, options: PipelineOptions,
+                  area: publish.StagingArea, publisher: bigquery.Publisher,
+                  counters: Optional[dict]):
+    """Builds and runs the pipeline, its files staged in `area` (BigQuery tables' shards
+    with `publisher`); returns the names of the tables it wrote. A run that fails or is
+    interrupted discards what it staged."""
     progress.report("writing to %s", output.parquet_dir or output.bigquery_dataset)
     pipeline = beam.Pipeline(runner=local_runner(options), options=options)
     try:
-        with publish.staging(area):
+        with publish.staging(area), bigquery.publishing(publisher):
             outputs = build(pipeline, config, output, output_dir)
-        result = pipeline.run()
-        try:
-            result.wait_until_finish()
-            if counters is not None:
-                counters.update(progress.counter_values(result))
-        finally:
-            # The DaskRunner opens a client of its own and leaves it reconnecting forever.
-            client = getattr(result, "client", None)
-            if client is not None:
-                client.close()
+        publisher.check_writable()
+        with worker_guard.watched_by_workers():
+            result = pipeline.run()
+            try:
+                result.wait_until_finish()
+                if counters is not None:
+                    counters.update(progress.counter_values(result))
+            finally:
+                # The DaskRunner opens a client of its own and leaves it reconnecting forever.
+                client = getattr(result, "client", None)
+                if client is not None:
+                    client.close()
     except BaseException:
-        if area is not None:
-            area.discard()
+        area.discard()
         raise
-    if area is not None:
-        publish_run(area, config, sorted(outputs), started_at)
-    return output, sorted(outputs)
+    return sorted(outputs)
 
 
 def fleetcast_version() -> str:
@@ -270,24 +293,51 @@ def fleetcast_version() -> str:
         return "unknown (not installed)"
 
 
-def publish_run(area: publish.StagingArea, config, tables, started_at: str):
-    """Publishes a finished run's staged tables with its manifest, unless a source table
-    had every row rejected: then the run fails and its tables are kept aside."""
+def _staged_table(area: publish.StagingArea, publisher: bigquery.Publisher,
+                  output: OutputSpec, name: str, columns=None):
+    """The rows this run staged for its output table `name` (before it publishes)."""
+    if output.parquet_dir is not None:
+        return area.staged_table(FileSystems.join(area.root, name), columns=columns)
+    return publisher.staged_table(f"{output.bigquery_dataset}.{name}", columns=columns)
+
+
+def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config,
+                output: OutputSpec, tables, started_at: str):
+    """Publishes a finished run's staged tables (BigQuery ones first) with its manifest,
+    unless a source table had every row rejected: then the run fails and its tables are
+    kept aside (or, with `output.allow_all_rows_rejected`, it is published with a
+    warning)."""
     if "source_counts" in tables:
-        root = area.root
         problem = all_rejected(
-            area.staged_table(FileSystems.join(root, "source_counts")),
-            area.staged_table(FileSystems.join(root, "dead_letters"),
-                              columns=["source", "table", "reason"]))
-        if problem:
+            _staged_table(area, publisher, output, "source_counts"),
+            _staged_table(area, publisher, output, "dead_letters",
+                          columns=["source", "table", "reason"]))
+        if problem and config.output.allow_all_rows_rejected:
+            _LOG.warning("%s; published anyway (output.allow_all_rows_rejected)", problem)
+        elif problem:
             kept = area.keep_failed(problem)
-            raise RunFailed(f"{problem}; nothing was published ({root} keeps its previous "
+            where = output.parquet_dir or f"BigQuery dataset {output.bigquery_dataset}"
+            raise RunFailed(f"{problem}; nothing was published ({where} keeps its previous "
                             f"results); this run's tables, dead letters included, are in {kept}")
+    run_fields = dict(name=config.name or None, config=text_format.MessageToString(config),
+                      fleetcast_version=fleetcast_version(), started_at=started_at)
+    try:
+        if output.bigquery_dataset is not None:
+            bigquery.publish_dataset(publisher, output.bigquery_dataset, dict(
+                run_fields, run_id=area.run_id, finished_at=publish.now_utc()))
+        else:
+            publisher.publish()  # LoadOrWrite copies into BigQuery tables
+    except BaseException:
+        area.discard()
+        raise
+    if output.parquet_dir is None and not area.staged_files():
+        # A BigQuery run that wrote no local file (models, a synthetic trace) leaves
+        # --output_dir, and an earlier run's results there, alone.
+        area.discard()
+        return
     # A table loaded from the output root itself stays there, in the new manifest too.
     carried = [name for name in loaded_tables(config)
                if getattr(config, name).input.parquet.rstrip("/")
                == FileSystems.join(area.root, name)]
-    area.publish(area.manifest(
-        carried_tables=carried, name=config.name or None, config=text_format.MessageToString(config),
-        fleetcast_version=fleetcast_version(), started_at=started_at,
-        finished_at=publish.now_utc()))
+    area.publish(area.manifest(carried_tables=carried, finished_at=publish.now_utc(),
+                               **run_fields))

@@ -17,6 +17,19 @@ if [ "${1:-}" = "test" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver
   fi
   .venv/bin/python -m pip install --quiet -e ".[test]"
+  # The BigQuery round trip runs against a local emulator, in a venv of its own (see
+  # scripts/bqemulator-requirements.txt); its DuckDB spatial extension is installed from the
+  # PyPI package's file, as DuckDB cannot download one here.
+  if [ ! -x .venv-bqemulator/bin/bqemulator ]; then
+    "$PYTHON" -m venv .venv-bqemulator
+    .venv-bqemulator/bin/python -m pip install --quiet -r scripts/bqemulator-requirements.txt
+  fi
+  .venv-bqemulator/bin/python - <<'PY'
+import pathlib, duckdb, duckdb_extension_spatial
+path = next(pathlib.Path(duckdb_extension_spatial.__file__).parent.glob(
+    f"extensions/v{duckdb.__version__}/spatial.duckdb_extension"))
+duckdb.execute(f"INSTALL '{path}'")
+PY
 else
   .venv/bin/python -m pip install --quiet -e .
 fi

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,12 +70,8 @@ def test_a_run_publishes_its_tables_with_a_manifest_written_last(tmp_path, capsy
     assert not list((out / publish.STATE_DIR).rglob("*.*"))  # nothing left staged
 
 
-def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path):
-    out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
-    before = _snapshot(out)
-    # The second run's shard writer pauses after every file, so that it is killed while
-    # writing: some of its files exist, staged, when SIGKILL comes.
+def _slow_run(tmp_path, config, out):
+    """A `fleetcast run` subprocess whose shard writer pauses 0.5 s after every file."""
     runner = tmp_path / "slow_writer.py"
     runner.write_text(
         "import sys, time\n"
@@ -87,11 +84,20 @@ def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path)
         "        yield written\n"
         "sinks._WriteShard.process = slow\n"
         "sys.exit(cli.main(sys.argv[1:]))\n")
+    return subprocess.Popen([sys.executable, str(runner), "run", str(config),
+                             "--output_dir", str(out), "-q"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path):
+    out = tmp_path / "out"
+    assert _run(_config(tmp_path), out) == 0
+    before = _snapshot(out)
+    # The second run is killed while writing: some of its files exist, staged, when
+    # SIGKILL comes.
     (tmp_path / "b").mkdir()
     bigger = _config(tmp_path / "b", readings=READINGS * 2)
-    process = subprocess.Popen([sys.executable, str(runner), "run", str(bigger),
-                                "--output_dir", str(out), "-q"], cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = _slow_run(tmp_path, bigger, out)
     staging = out / publish.STATE_DIR / "staging"
     deadline = time.time() + 120
     while not list(staging.rglob("part-*.parquet")) and time.time() < deadline:
@@ -106,6 +112,29 @@ def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path)
     assert _run(bigger, out) == 0
     assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 240}]
     assert not list(staging.rglob("*.parquet"))
+
+
+def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_path, capsys):
+    out = tmp_path / "out"
+    config = _config(tmp_path)
+    holder = _slow_run(tmp_path, config, out)
+    lock = out / publish.STATE_DIR / publish.LOCK
+    deadline = time.time() + 60
+    while f"pid {holder.pid} " not in (lock.read_text() if lock.exists() else ""):
+        assert holder.poll() is None and time.time() < deadline, "the first run never locked"
+        time.sleep(0.02)
+    started = time.time()
+    assert _run(config, out) == cli.EXIT_RUN_FAILED
+    assert time.time() - started < 5
+    assert (f"fleetcast: run failed: {out}: another fleetcast run is writing into this "
+            f"directory (pid {holder.pid} on {socket.gethostname()}, started "
+            in capsys.readouterr().err)
+    # A lock left by a killed run does not block: the kernel released it.
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert f"pid {holder.pid} " in lock.read_text()
+    assert _run(config, out) == 0
+    assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 120}]
 
 
 def test_user_files_stay_and_stale_tables_of_the_earlier_run_go(tmp_path):
@@ -180,6 +209,28 @@ def test_a_table_whose_every_row_is_rejected_fails_and_publishes_nothing(tmp_pat
             f"included, are in {failed}") in err
     assert _snapshot(out) == before
     assert len(read_table(failed / "dead_letters")) == 5
+    counts = read_table(failed / "source_counts").sort_values("table")
+    assert counts[["table", "read", "kept", "rejected"]].values.tolist() == [
+        ["vm_cpu_readings", 5, 0, 5], ["vmtable", 2, 2, 0]]
+
+
+def test_a_config_may_allow_a_table_whose_every_row_is_rejected(tmp_path, capsys):
+    out = tmp_path / "out"
+    bad = "".join(f"{300 * t},vm0,1.0,101.0,250.0\n" for t in range(5))
+    config = _config(tmp_path, readings=bad,
+                     extra="output { allow_all_rows_rejected: true }\n")
+    assert _run(config, out) == 0
+    assert ("every row of azure_v1.vm_cpu_readings was rejected: 5 of 5 (most common reason, "
+            "5 rows: maxcpu above 100 %: 101.0); published anyway "
+            "(output.allow_all_rows_rejected)") in capsys.readouterr().err
+    manifest = publish.require_manifest(str(out))
+    assert {name: t["rows"] for name, t in manifest["tables"].items()} == {
+        "dead_letters": 5, "instances": 2, "machines": 0, "source_counts": 2, "usage": 0}
+    assert query(str(out), "SELECT \"table\", read, kept, rejected FROM source_counts "
+                 "ORDER BY 1").to_pylist() == [
+        {"table": "vm_cpu_readings", "read": 5, "kept": 0, "rejected": 5},
+        {"table": "vmtable", "read": 2, "kept": 2, "rejected": 0}]
+    assert not (out / publish.STATE_DIR / "failed").exists()
 
 
 def test_readers_refuse_a_directory_without_a_successful_manifest(tmp_path):
@@ -213,9 +264,12 @@ def test_a_publication_killed_halfway_is_finished_by_the_next_run(tmp_path):
     # Killed after the first step of the publication: the root has no manifest.
     area._move_into_place = lambda plan: (out / "fleetcast_manifest.json").unlink()
     area.publish(manifest)
+    area.release()  # as the kernel does when the process is killed
     with pytest.raises(RunFailed):
         publish.require_manifest(str(out))
-    publish.StagingArea.open(str(out)).discard()  # what the next run does first
+    next_run = publish.StagingArea.open(str(out))  # finishes the publication first
+    next_run.discard()
+    next_run.release()
     assert publish.require_manifest(str(out))["name"] == "halfway"
     assert sorted(p.name for p in (out / "usage").iterdir()) == ["part-00000-of-00001.parquet"]
 

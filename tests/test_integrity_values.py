@@ -138,6 +138,29 @@ def test_sqlite_loose_typing_in_the_packing_trace_is_dead_letters(tmp_path):
     assert _counts(tables) == {"azure_packing_2020.vm": (7, 1, 6)}
 
 
+def test_invalid_utf8_text_in_the_packing_trace_is_one_dead_letter_per_row(tmp_path):
+    trace = tmp_path / "packing.sqlite"
+    _packing_trace(trace, [
+        (1, 10, 1, 0, 0.0, 1.0),
+        (2, b"\xff2", 1, 0, 0.0, 1.0),
+        (b"v\xfe", 10, 1, 0, 0.0, 1.0),
+        (4, 10, b"\xc3", 0, 0.0, None),
+        (5, 10, 1, 0, 0.0, None),
+        (6, "ten \u00fc", 1, 0, 0.0, 2.0),   # valid UTF-8 beyond ASCII is kept
+    ], [(1, 1, 0.25, 0.25)])
+    with sqlite3.connect(trace) as connection:  # the blobs become text that is not UTF-8
+        for column in ("vmId", "tenantId", "vmTypeId"):
+            connection.execute(f"UPDATE vm SET {column} = CAST({column} AS TEXT) "
+                               f"WHERE typeof({column}) = 'blob'")
+    tables = run_text_config(f'azure_packing_2020 {{ sqlite_path: "{trace}" }}',
+                             tmp_path / "out")
+    assert _dead(tables, "azure_packing_2020", "vm") == sorted([
+        "tenantId is not valid UTF-8: b'\\xff2'", "vmId is not valid UTF-8: b'v\\xfe'",
+        "vmTypeId is not valid UTF-8: b'\\xc3'"])
+    assert _counts(tables) == {"azure_packing_2020.vm": (6, 3, 3)}
+    assert sorted(tables["instances"].user) == ["10", "10", "ten \u00fc"]
+
+
 @pytest.mark.parametrize("content, reason", [
     (b"this is not a database, just text\n" * 100, "file is not a database"),
     (None, "no such table: vmType"),

@@ -1,28 +1,15 @@
-"""Sinks: declared schemas reach Parquet and BigQuery (checked on the pipeline graph, offline)."""
+"""Sinks: declared schemas reach Parquet and BigQuery (the BigQuery tables' staging, offline;
+tests/test_bigquery_emulator.py loads them into an emulator)."""
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.pipeline import PipelineVisitor
 
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
 from pipelines import schemas
-from pipelines.io import sinks
-
-
-class _CollectBigQueryWrites(PipelineVisitor):
-    def __init__(self):
-        self.writes = {}
-
-    def enter_composite_transform(self, node):
-        if isinstance(node.transform, beam.io.WriteToBigQuery):
-            self.writes[node.full_label] = node.transform
-
-    def visit_transform(self, node):
-        self.enter_composite_transform(node)
+from pipelines.io import bigquery, sinks
 
 
 def _without_descriptions(fields):
@@ -30,7 +17,7 @@ def _without_descriptions(fields):
 
 
 def test_bigquery_schema_of_arrow_schema():
-    assert _without_descriptions(sinks.bigquery_schema(schemas.USAGE)["fields"][:6]) == [
+    assert _without_descriptions(bigquery.bigquery_schema(schemas.USAGE)["fields"][:6]) == [
         {"name": "machine_id", "type": "INTEGER", "mode": "NULLABLE"},
         {"name": "instance_id", "type": "STRING", "mode": "REQUIRED"},
         {"name": "start_time", "type": "INTEGER", "mode": "REQUIRED"},
@@ -38,29 +25,36 @@ def test_bigquery_schema_of_arrow_schema():
         {"name": "cpu_limit", "type": "FLOAT", "mode": "REQUIRED"},
         {"name": "memory_limit", "type": "FLOAT", "mode": "REQUIRED"},
     ]
-    distribution = [f for f in sinks.bigquery_schema(schemas.USAGE)["fields"]
+    distribution = [f for f in bigquery.bigquery_schema(schemas.USAGE)["fields"]
                     if f["name"] == "cpu_usage_distribution"]
     assert _without_descriptions(distribution) == [{"name": "cpu_usage_distribution",
                                                      "type": "FLOAT", "mode": "REPEATED"}]
 
 
-def test_bigquery_output_writes_every_table_with_its_declared_schema(tmp_path):
+def test_bigquery_output_stages_every_table_with_its_declared_schema(tmp_path):
     config = run_config.parse_config(
         f'azure_v1 {{ vmtable: "{tmp_path}/vmtable.csv" }} '
         'output { bigquery_dataset: "my-project:fleet" }')
     (tmp_path / "vmtable.csv").write_text("")
     assert run_config.validate(config) == []
-    pipeline = beam.Pipeline(options=PipelineOptions(["--temp_location=gs://bucket/tmp"]))
+    pipeline = beam.Pipeline()
     output = run_pipeline.OutputSpec.of(config, str(tmp_path))
-    outputs = run_pipeline.build(pipeline, config, output, str(tmp_path))
-    visitor = _CollectBigQueryWrites()
-    pipeline.visit(visitor)
-    by_table = {str(w._table): w for w in visitor.writes.values()}
-    assert sorted(by_table) == sorted(f"my-project:fleet.{name}" for name in outputs)
+    publisher = bigquery.Publisher(str(tmp_path / "staged"), "run")
+    with bigquery.publishing(publisher):
+        outputs = run_pipeline.build(pipeline, config, output, str(tmp_path))
+    # Shards in the run's staging area until it publishes, one directory per table.
+    assert sorted(publisher.targets) == sorted(f"my-project.fleet.{name}" for name in outputs)
     for name in outputs:
-        write = by_table[f"my-project:fleet.{name}"]
-        assert write.schema == sinks.bigquery_schema(schemas.TABLES[name])
-        assert write.write_disposition == beam.io.BigQueryDisposition.WRITE_TRUNCATE
+        target = publisher.targets[f"my-project.fleet.{name}"]
+        assert target.schema == schemas.TABLES[name]
+        assert target.staged_dir.startswith(str(tmp_path / "staged"))
+    assert len({t.staged_dir for t in publisher.targets.values()}) == len(outputs)
+
+
+def test_a_bigquery_sink_outside_a_run_is_refused():
+    with pytest.raises(RuntimeError, match="written by a fleetcast run"):
+        beam.Pipeline() | beam.Create([]) | sinks.WriteTable(
+            schemas.USAGE, bigquery_table="my-project:fleet.usage")
 
 
 def test_parquet_sink_conforms_tables_to_the_declared_schema(tmp_path):

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import schemas
-from pipelines.io import sinks
+from pipelines.io import bigquery, sinks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -67,7 +67,7 @@ def test_parquet_files_carry_the_descriptions(tmp_path):
 
 def test_bigquery_schemas_carry_the_descriptions():
     for name, schema in schemas.TABLES.items():
-        fields = sinks.bigquery_schema(schema)["fields"]
+        fields = bigquery.bigquery_schema(schema)["fields"]
         assert [f["description"] for f in fields] == [
             schemas.description(f) for f in schema], name
         # BigQuery rejects a field description over 1,024 characters.

@@ -24,12 +24,21 @@ manifest and read exactly the files it lists.
 While the files are renamed (milliseconds) R has no manifest, so a run killed in that
 window leaves a root that readers refuse; its staged files and manifest stay in the staging
 directory and the next run into R finishes that publication before it starts.
+
+One run at a time writes into a local R: a run holds an exclusive flock(2) on
+R/.fleetcast/lock (which records its pid, host, start time and run id) from before it
+touches R until it has published or failed, and a second run fails at once naming R and
+the holder. The kernel releases the lock when its process ends, SIGKILL included, so a lock
+left behind never blocks. An R on another file system (gs://) is not locked.
 """
 
 import contextlib
 import datetime
+import fcntl
 import json
+import os
 import re
+import socket
 import uuid
 from typing import Dict, List, Optional
 
@@ -41,6 +50,7 @@ from pipelines.io.failures import RunFailed
 
 MANIFEST = "fleetcast_manifest.json"
 STATE_DIR = ".fleetcast"
+LOCK = "lock"
 FORMAT_VERSION = 1
 _SHARD = re.compile(r"^[^/]+/part-\d{5}-of-\d{5}\.parquet$")
 # What fleetcast wrote under an output root before it wrote manifests: table shards, the
@@ -54,7 +64,7 @@ def now_utc() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _files_under(directory: str) -> List[str]:
+def files_under(directory: str) -> List[str]:
     if not FileSystems.exists(directory):
         return []
     return sorted(m.path for m in FileSystems.match([FileSystems.join(directory, "**")])[0]
@@ -89,8 +99,39 @@ def _rename(source: str, target: str):
 def _remove_empty_dirs(directories):
     """Deletes each directory (deepest first) that holds nothing, e.g. a stale table's."""
     for directory in sorted(set(directories), key=len, reverse=True):
-        if FileSystems.exists(directory) and not _files_under(directory):
+        if FileSystems.exists(directory) and not files_under(directory):
             FileSystems.delete([directory])
+
+
+def _lock(root: str, state_dir: str, run_id: str) -> Optional[int]:
+    """The descriptor of an exclusive flock on `state_dir`/lock, recording this process as
+    its holder; None for a root that is not a local path. RunFailed naming `root` and the
+    holder when another process holds it."""
+    if FileSystems.get_scheme(state_dir) is not None:
+        return None
+    fd = os.open(os.path.join(state_dir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
+        os.close(fd)
+        raise RunFailed(f"{root}: another fleetcast run is writing into this directory "
+                        f"({holder or 'its holder has not recorded itself yet'}); wait for "
+                        "it to end or write elsewhere (the lock goes when that process "
+                        "ends)") from None
+    holder = f"pid {os.getpid()} on {socket.gethostname()}, started {now_utc()}, run {run_id}"
+    os.ftruncate(fd, 0)
+    os.write(fd, holder.encode("utf-8"))
+    return fd
+
+
+def read_parquet_dir(directory: str, columns=None) -> Optional[pa.Table]:
+    """Every Parquet file under `directory` as one table (None: no file)."""
+    tables = []
+    for path in files_under(directory):
+        with FileSystems.open(path) as handle:
+            tables.append(pq.read_table(handle, columns=columns))
+    return pa.concat_tables(tables) if tables else None
 
 
 def read_manifest(root: str) -> Optional[dict]:
@@ -147,28 +188,51 @@ class StagingArea:
         self.state_dir = FileSystems.join(self.root, STATE_DIR)
         self.work_dir = FileSystems.join(self.state_dir, "staging", run_id)
         self._staged: Dict[str, str] = {}  # final directory -> staged directory
+        self._lock_fd: Optional[int] = None
 
     @classmethod
     def open(cls, root: str) -> "StagingArea":
+        """The staging area of a new run into `root`, holding `root`'s lock until `release`."""
         run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S-") + \
             uuid.uuid4().hex[:8]
         area = cls(root, run_id)
-        area._finish_interrupted_publications()
-        probe = FileSystems.join(area.work_dir, "writable")
+        with area._writable():
+            _ensure_dir(area.state_dir)
+            area._lock_fd = _lock(root, area.state_dir, run_id)
         try:
-            _ensure_dir(area.work_dir)
-            _write_json(probe, {"run_id": run_id})
-            FileSystems.delete([probe])
-        except Exception as e:  # pylint: disable=broad-except
-            raise RunFailed(f"{root}: the output location is not writable: {e}") from None
+            area._finish_interrupted_publications()
+            probe = FileSystems.join(area.work_dir, "writable")
+            with area._writable():
+                _ensure_dir(area.work_dir)
+                _write_json(probe, {"run_id": run_id})
+                FileSystems.delete([probe])
+        except BaseException:
+            area.release()
+            raise
         return area
+
+    @contextlib.contextmanager
+    def _writable(self):
+        """Turns a failure to write under the root into RunFailed naming it."""
+        try:
+            yield
+        except RunFailed:
+            raise
+        except Exception as e:  # pylint: disable=broad-except
+            raise RunFailed(f"{self.root}: the output location is not writable: {e}") from None
+
+    def release(self):
+        """Releases the root's lock (once the run has published, failed or been discarded)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _finish_interrupted_publications(self):
         """Publishes what a run killed while publishing left staged (with its manifest), and
         deletes what killed or failed runs left staged without one."""
         staging = FileSystems.join(self.state_dir, "staging")
         for run_id in sorted({_relative(p, staging).split("/")[0]
-                              for p in _files_under(staging)}):
+                              for p in files_under(staging)}):
             interrupted = StagingArea(self.root, run_id)
             staged_manifest = FileSystems.join(interrupted.work_dir, MANIFEST)
             if FileSystems.exists(staged_manifest):
@@ -203,21 +267,22 @@ class StagingArea:
         """{final path: staged path} of every file this run has staged."""
         files = {}
         for final_dir, staged_dir in self._staged.items():
-            for staged in _files_under(staged_dir):
+            for staged in files_under(staged_dir):
                 relative = _relative(staged, staged_dir)
-                if staged_dir == self.work_dir and relative.startswith(f"{STATE_DIR}-copies/"):
-                    continue  # a copy outside the root, listed under its own directory
+                if staged_dir == self.work_dir and relative.startswith(f"{STATE_DIR}-"):
+                    continue  # a copy outside the root (listed under its own directory), or
+                    # an extra_dir
                 files[FileSystems.join(final_dir, relative)] = staged
         return files
 
+    def extra_dir(self, name: str) -> str:
+        """A directory of this run's staging area that is never published (it goes with
+        the area when the run ends, is discarded or is kept aside as failed)."""
+        return FileSystems.join(self.work_dir, f"{STATE_DIR}-{name}")
+
     def staged_table(self, final_dir: str, columns=None) -> pa.Table:
         """The rows of a table this run has staged (before it publishes)."""
-        files = _files_under(self._staged[final_dir.rstrip("/")])
-        tables = []
-        for path in files:
-            with FileSystems.open(path) as handle:
-                tables.append(pq.read_table(handle, columns=columns))
-        return pa.concat_tables(tables) if tables else None
+        return read_parquet_dir(self._staged[final_dir.rstrip("/")], columns)
 
     def manifest(self, carried_tables=(), **run_fields) -> dict:
         """The manifest of the staged files (success, tables with their rows), and of the
@@ -261,7 +326,7 @@ class StagingArea:
         """Paths of the earlier run's files that this run may delete or replace."""
         if previous is not None:
             return {self._absolute(f) for f in previous.get("files", [])}
-        return {path for path in _files_under(self.root)
+        return {path for path in files_under(self.root)
                 if _LEGACY.match(_relative(path, self.root) or "")}
 
     def _absolute(self, path: str) -> str:
@@ -295,7 +360,7 @@ class StagingArea:
         if FileSystems.exists(failed_root):
             FileSystems.delete([failed_root])
         target = FileSystems.join(failed_root, self.run_id)
-        for source in _files_under(self.work_dir):
+        for source in files_under(self.work_dir):
             _rename(source, FileSystems.join(target, _relative(source, self.work_dir)))
         _write_json(FileSystems.join(target, "failure.json"), {"reason": reason})
         FileSystems.delete([self.work_dir])

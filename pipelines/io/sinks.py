@@ -1,8 +1,9 @@
 """Writing fleetcast tables: Parquet datasets (default) or BigQuery tables.
 
 Every table has a declared Arrow schema (pipelines.schemas.TABLES). A PCollection of Arrow
-tables is conformed to that schema, then written as <dir>/part-SSSSS-of-NNNNN.parquet or to the
-BigQuery table <dataset>.<name> with the equivalent BigQuery schema.
+tables is conformed to that schema, then written as <dir>/part-SSSSS-of-NNNNN.parquet; a
+BigQuery table <dataset>.<name> is written as such shards too, in the run's staging area,
+and loaded into BigQuery when the run succeeds (pipelines/io/bigquery.py).
 
 Parquet goes through fleetcast's own shard writer rather than Beam's WriteToParquetBatched:
 Beam 2.77's file sinks lose every row on the DaskRunner (each recomputation of the sink's side
@@ -23,33 +24,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import progress, schemas
-from pipelines.io import publish
-
-_BIGQUERY_TYPES = {
-    pa.int64(): "INTEGER",
-    pa.int32(): "INTEGER",
-    pa.float64(): "FLOAT",
-    pa.float32(): "FLOAT",
-    pa.string(): "STRING",
-    pa.bool_(): "BOOLEAN",
-}
-
-
-def bigquery_schema(schema: pa.Schema) -> dict:
-    """The BigQuery table schema (as WriteToBigQuery takes it) of an Arrow schema; a field's
-    description (pipelines.schemas.column) becomes its BigQuery description."""
-    fields = []
-    for field in schema:
-        if pa.types.is_list(field.type):
-            fields.append({"name": field.name, "type": _BIGQUERY_TYPES[field.type.value_type],
-                           "mode": "REPEATED"})
-        else:
-            fields.append({"name": field.name, "type": _BIGQUERY_TYPES[field.type],
-                           "mode": "NULLABLE" if field.nullable else "REQUIRED"})
-        if schemas.description(field):
-            fields[-1]["description"] = schemas.description(field)
-    return {"fields": fields}
-
+from pipelines.io import bigquery, publish
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` with exactly the columns of `schema`, in its order and types."""
@@ -58,14 +33,6 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         raise ValueError(f"table lacks columns {missing} of its declared schema")
     return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in schema],
                                 schema=schema)
-
-
-def _bigquery_rows(table: pa.Table, list_columns):
-    for row in table.to_pylist():
-        for name in list_columns:
-            if row[name] is None:
-                row[name] = []  # BigQuery REPEATED fields cannot be null.
-        yield row
 
 
 def shard_of_table(table: pa.Table, num_shards: int) -> int:
@@ -178,11 +145,13 @@ class WriteParquetShards(beam.PTransform):
     already keyed, on their way to the GroupByKey.
     """
 
-    def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int):
+    def __init__(self, targets: Dict[str, ParquetTarget], num_shards: int,
+                 staged: bool = True):
         super().__init__()
-        # Within a run, into its staging area: the run publishes the files when it succeeds.
+        # Within a run, into its staging area: the run publishes the files when it succeeds
+        # (directories of BigQuery tables are staging places already: staged=False).
         self._targets = {name: target._replace(directory=publish.staged_dir(target.directory))
-                         for name, target in targets.items()}
+                         for name, target in targets.items()} if staged else dict(targets)
         self._num_shards = num_shards
 
     def expand(self, tables_by_name):
@@ -202,11 +171,6 @@ class WriteParquetShards(beam.PTransform):
                 | "Flatten" >> beam.Flatten()
                 | "GroupByShard" >> beam.GroupByKey()
                 | "WriteShards" >> beam.ParDo(_WriteShard(targets, n)))
-
-
-def _bigquery_table_rows(table: pa.Table, schema: pa.Schema):
-    list_columns = [f.name for f in schema if pa.types.is_list(f.type)]
-    return _bigquery_rows(conform(table, schema), list_columns)
 
 
 class WriteTable(beam.PTransform):
@@ -240,13 +204,10 @@ class WriteTable(beam.PTransform):
         if self.parquet_dir is not None:
             return {"table": tables} | "WriteParquet" >> WriteParquetShards(
                 {"table": ParquetTarget(self.schema, self.parquet_dir)}, self.num_shards)
-        return (
-            tables
-            | "Rows" >> beam.FlatMap(_bigquery_table_rows, self.schema)
-            | "WriteBigQuery" >> beam.io.WriteToBigQuery(
-                self.bigquery_table, schema=bigquery_schema(self.schema),
-                create_disposition=beam.io.BigQueryDisposition.CREATE_IF_NEEDED,
-                write_disposition=beam.io.BigQueryDisposition.WRITE_TRUNCATE))
+        target = ParquetTarget(self.schema, bigquery.staged_dir(self.bigquery_table,
+                                                                self.schema))
+        return {"table": tables} | "WriteBigQuery" >> WriteParquetShards(
+            {"table": target}, self.num_shards, staged=False)
 
 
 class WriteTables(beam.PTransform):
@@ -265,9 +226,11 @@ class WriteTables(beam.PTransform):
 
     def expand(self, tables_by_name):
         if self.bigquery_dataset is not None:
-            return {name: tables | f"Write{name}" >> WriteTable(
-                        schemas.TABLES[name], bigquery_table=f"{self.bigquery_dataset}.{name}")
-                    for name, tables in tables_by_name.items()}
+            targets = {name: ParquetTarget(schemas.TABLES[name], bigquery.staged_dir(
+                f"{self.bigquery_dataset}.{name}", schemas.TABLES[name]))
+                for name in tables_by_name}
+            return tables_by_name | "WriteBigQuery" >> WriteParquetShards(
+                targets, self.num_shards, staged=False)
         targets = {name: ParquetTarget(schemas.TABLES[name],
                                        FileSystems.join(self.parquet_dir, name))
                    for name in tables_by_name}
@@ -323,8 +286,5 @@ class ReadTable(beam.PTransform):
                 | "Open" >> fileio.ReadMatches()
                 | "Spread" >> beam.Reshuffle()
                 | "ReadParquet" >> beam.FlatMap(_parquet_batches, self._schema))
-        return (
-            pbegin
-            | "ReadBigQuery" >> beam.io.ReadFromBigQuery(table=self._location.bigquery_table)
-            | "Batch" >> beam.BatchElements(min_batch_size=1000, max_batch_size=50_000)
-            | "ToArrow" >> beam.Map(pa.Table.from_pylist, schema=self._schema))
+        return pbegin | "ReadBigQuery" >> bigquery.ReadBigQueryTable(
+            self._location.bigquery_table, self._schema)

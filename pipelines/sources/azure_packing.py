@@ -36,6 +36,7 @@ from pipelines.io.dead_letters import (
 SOURCE = "azure_packing_2020"
 
 CHUNK_ROWS = 50_000
+VM_COLUMNS = ("vmId", "tenantId", "vmTypeId", "priority", "starttime", "endtime")
 
 
 def _local_copy(path: str):
@@ -66,13 +67,15 @@ def read_packing_trace(path: str, machine_type_id=None):
     local, tmp = _local_copy(path)
     try:
         connection = sqlite3.connect(f"file:{local}?mode=ro", uri=True)
+        # Text that is not UTF-8 would fail the whole fetch: keep its bytes as lone
+        # surrogates, so that its row alone is a dead letter (`_reject_reason`).
+        connection.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")
         try:
             machine_type = chosen_machine_type(connection, machine_type_id)
             sizes = {vm_type: (core, memory) for vm_type, core, memory in connection.execute(
                 "SELECT vmTypeId, core, memory FROM vmType WHERE machineId = ?",
                 (machine_type,))}
-            cursor = connection.execute("SELECT vmId, tenantId, vmTypeId, priority, starttime, "
-                                        "endtime FROM vm ORDER BY vmId")
+            cursor = connection.execute(f"SELECT {', '.join(VM_COLUMNS)} FROM vm ORDER BY vmId")
             pool = f"machine_type_{machine_type}"
             while rows := cursor.fetchmany(CHUNK_ROWS):
                 yield _chunk(rows, sizes, pool, machine_type)
@@ -96,8 +99,22 @@ def _days(value) -> bool:
     return _number(value) and math.isfinite(value) and abs(value) * DAY_US < INT64_MAX
 
 
+def _not_utf8(row):
+    """The reason a row holds text that was not valid UTF-8 in the file, or None."""
+    for name, value in zip(VM_COLUMNS, row):
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{name} is not valid UTF-8: {value.encode('utf-8', 'surrogateescape')!r}"
+    return None
+
+
 def _reject_reason(row, sizes, machine_type):
     vm_id, _, vm_type, priority, start, end = row
+    not_utf8 = _not_utf8(row)
+    if not_utf8:
+        return not_utf8
     if vm_id is None:
         return "missing vmId"
     if start is None:
@@ -126,9 +143,8 @@ def _chunk(rows, sizes, pool, machine_type):
             keep.append(row)
         else:
             reasons.append(reason)
-            raws.append(json.dumps(dict(zip(
-                ("vmId", "tenantId", "vmTypeId", "priority", "starttime", "endtime"), row)),
-                default=repr))  # a blob in a loosely typed column
+            raws.append(json.dumps(dict(zip(VM_COLUMNS, row)),
+                                   default=repr))  # a blob in a loosely typed column
     n = len(keep)
     vm_id, tenant, vm_type, priority, start, end = (list(c) for c in zip(*keep)) if keep \
         else ([],) * 6
