@@ -205,9 +205,9 @@ class Publisher:
         from google.api_core.exceptions import NotFound
         from google.cloud.bigquery import DEFAULT_RETRY
         retry = DEFAULT_RETRY.with_deadline(_CHECK_DEADLINE_S)
-        datasets = {target.ref._replace(table=""): target for target in self.targets.values()}
-        for dataset, target in datasets.items():
-            probe = self._staging_ref(target._replace(ref=in_dataset(dataset, "probe")))
+        for dataset in sorted({target.ref._replace(table="") for target in
+                               self.targets.values()}, key=lambda ref: ref.id):
+            probe = in_dataset(dataset, f"{STAGING_PREFIX}{self.run_id}_probe")
             bq = client(dataset.project)
             try:
                 bq.get_dataset(dataset.id, retry=retry)
@@ -357,7 +357,7 @@ def _read_streams(table: str, columns: List[str], max_streams: int):
 
 def _read_stream(stream_and_schema, schema: pa.Schema):
     """One read stream → tables of `schema` of about _BATCH_ROWS rows."""
-    from pipelines.io.sinks import conform, row_groups
+    from pipelines.io.sinks import conform, row_groups  # sinks imports this module
     stream, serialized_schema = stream_and_schema
     arrow_schema = pa.ipc.read_schema(pa.py_buffer(serialized_schema))
     batches = (pa.Table.from_batches([pa.ipc.read_record_batch(
