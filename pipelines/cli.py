@@ -40,13 +40,17 @@ EXIT_CONFIG_ERROR = 2
 EXIT_RUN_FAILED = 1
 
 DESCRIPTION = """\
-Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement): run a
-config, check configs, or write a synthetic trace."""
+Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement, shaping):
+run a config, check configs, estimate what a config's BigQuery reads scan, query or report
+on a run's results, or write a synthetic trace."""
 
 EPILOG = """\
 synopsis:
   fleetcast run CONFIG [--output_dir DIR] [any Beam pipeline option]
   fleetcast validate CONFIG [CONFIG ...]
+  fleetcast estimate CONFIG [--project PROJECT]
+  fleetcast query RESULTS_DIR "SQL" [--format table|csv]
+  fleetcast report RESULTS_DIR [--out DIR]
   fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
 
 `run` passes every Beam pipeline option (--runner=DataflowRunner, --direct_num_workers=2,
@@ -126,6 +130,7 @@ def _parser():
     validate.add_argument("config", nargs="+", metavar="CONFIG",
                           help="a text-format RunConfig (configs/*.textproto)")
     _add_synth(commands)
+    _add_estimate(commands)
     _add_query(commands)
     _add_report(commands)
     return parser, run
@@ -151,6 +156,26 @@ def _add_query(commands):
                        help="a text table, or CSV with a header (every row)")
     query.add_argument("--max_rows", type=int, default=100,
                        help="rows a text table shows (the first and last halves)")
+
+
+def _add_estimate(commands):
+    from pipelines.estimate import ON_DEMAND_USD_PER_TIB
+    estimate = commands.add_parser(
+        "estimate", help="bytes a config's BigQuery reads will scan (dry runs)",
+        formatter_class=_HelpFormatter,
+        description="Validates CONFIG, then dry-runs each of its BigQuery reads (trace tables\n"
+                    "by the columns the source parses, trace queries as written, loaded\n"
+                    "fleetcast tables by the columns the run uses) and prints the bytes each\n"
+                    "would scan, their total and its on-demand price. A dry run bills nothing.",
+        epilog="example:\n  fleetcast estimate configs/google_2019_bigquery.textproto "
+               "--project=PROJECT")
+    estimate.add_argument("config", metavar="CONFIG",
+                          help="a text-format RunConfig (configs/*.textproto)")
+    estimate.add_argument("--project", metavar="PROJECT",
+                          help="the project the dry runs (and the run's queries) bill to "
+                               "(default: the client's, e.g. GOOGLE_CLOUD_PROJECT)")
+    estimate.add_argument("--usd_per_tib", type=float, default=ON_DEMAND_USD_PER_TIB,
+                          metavar="USD", help="on-demand price per TiB processed")
 
 
 def _add_report(commands):
@@ -310,9 +335,9 @@ def configure_logging(verbose: bool = False, quiet: bool = False):
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
                         force=True)
     logging.getLogger("fleetcast").setLevel(logging.WARNING if quiet else logging.INFO)
-    if not (verbose or quiet):  # the progress lines of multi_processing workers too
+    if not verbose:  # the progress lines of multi_processing workers too, unless quiet
         worker_lines = logging.getLogger(progress.WORKER_LOGGER)
-        worker_lines.setLevel(logging.INFO)
+        worker_lines.setLevel(logging.WARNING if quiet else logging.INFO)
         worker_lines.addFilter(progress.WorkerProgressLines())
 
 
@@ -385,6 +410,17 @@ def _query(args) -> int:
     return 0
 
 
+def _estimate(args) -> int:
+    from pipelines.estimate import estimate, format_estimates
+    config = run_config.load_config(args.config)
+    try:
+        estimates = estimate(config, args.project)
+    except ValueError as e:
+        raise UsageError(f"{args.config}: {e}") from None
+    print(format_estimates(estimates, args.usd_per_tib))
+    return 0
+
+
 def _report(args) -> int:
     from pipelines.query import QueryError
     from pipelines.report import write_report  # matplotlib only for this command
@@ -412,6 +448,8 @@ def main(argv=None) -> int:
             return _query(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "estimate":
+            return _estimate(args)
         return _synth(args)
     except (run_config.ConfigError, UsageError) as e:
         print(f"fleetcast: {e}", file=sys.stderr)

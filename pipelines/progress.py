@@ -108,15 +108,20 @@ _WORKER_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 _WORKER_LOCATION = re.compile(r'log_location: "([^"]*)"')
 
 
+# Warnings every multi_processing worker logs when it starts, about options and a directory
+# the DirectRunner does not use: nothing a user can act on.
+_STARTUP_WARNINGS = ("No semi_persistent_directory found", "Discarding unparseable args")
+
+
 class WorkerProgressLines(logging.Filter):
-    """On WORKER_LOGGER (set to INFO): passes worker entries at WARNING and above as they are,
-    and the workers' progress lines (logged by `report`) as plain "worker: <line>" lines;
-    drops Beam's other INFO entries."""
+    """On WORKER_LOGGER: passes worker entries at WARNING and above as they are (but the
+    start-up warnings every worker logs), and the workers' progress lines (logged by `report`)
+    as plain "worker: <line>" lines; drops Beam's other INFO entries."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING:
-            return True
         entry = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return not any(warning in entry for warning in _STARTUP_WARNINGS)
         message, location = _WORKER_MESSAGE.search(entry), _WORKER_LOCATION.search(entry)
         if not (message and location and "pipelines/progress.py:" in location[1]):
             return False

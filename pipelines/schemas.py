@@ -569,11 +569,13 @@ SHAPING_APPLICATION_COLUMNS = [
            "the application's component-steps"),
     column("memory_slack_pct", pa.float64(), "the same for memory (null when CPU only)"),
     column("failures", pa.int64(), "times the application failed (a core component killed "
-           "by an overloaded host)", nullable=False),
+           "by its overloaded host, or under COMPONENT_LIMIT for using more than its own "
+           "allocation)", nullable=False),
     column("preemptions", pa.int64(), "times the pessimistic shaper preempted it fully",
            nullable=False),
-    column("failed_components", pa.int64(), "components killed by overloaded hosts (those "
-           "of failed applications included)", nullable=False),
+    column("failed_components", pa.int64(), "components killed by overloaded hosts or "
+           "(COMPONENT_LIMIT) over their own allocations; those of failed applications "
+           "included", nullable=False),
     column("preempted_components", pa.int64(), "components preempted by the shaper (those "
            "of fully preempted applications included)", nullable=False),
     column("work_lost_s", pa.float64(), "component-seconds of work lost to kills and "
@@ -610,8 +612,8 @@ SHAPING_RUNS = table("one row per shaping simulation", _SHAPING_KEY + [
            "% (002: optimistic 37.67 % with the oracle)", nullable=False),
     column("preempted_applications_pct", pa.float64(), "applications preempted fully at "
            "least once, %", nullable=False),
-    column("failed_components", pa.int64(), "components killed by overloaded hosts",
-           nullable=False),
+    column("failed_components", pa.int64(), "components killed by overloaded hosts or "
+           "(COMPONENT_LIMIT) over their own allocations", nullable=False),
     column("preempted_components", pa.int64(), "components preempted by the shaper",
            nullable=False),
     column("work_lost_s", pa.float64(), "component-seconds of work lost", nullable=False),

@@ -1,20 +1,22 @@
 """Benchmark: trace ingestion, columnar readers vs the per-row reader (issue 14).
 
     python scripts/bench_ingest.py [--machines 200 --days 7] [--quick] [--no_dask]
-                                    [--formats json,csv,parquet]
+                                    [--no_multi_processing] [--formats json,csv,parquet]
 
 For each input format the synthetic Google v3 trace is generated once (not timed), then the
 whole run (source → canonical tables → Parquet, `google_v3 { ... }` config, DirectRunner
 in memory, one process) is timed with the columnar readers and with the per-row reader
 (`ReadGoogleV3(columnar_readers=False)`), each run in its own child process so that its peak
 RSS is its own. Prints usage rows/s (usage windows read / wall seconds), the ratio, and the
-peak RSS growth over the child's RSS before the run, per usage window (KB).
+peak RSS growth over the child's RSS before the run, per usage window (KB); then the
+columnar run again on the DirectRunner with 2 worker processes (multi_processing), against
+the in-memory run.
 
 The last line reads
 `ingest: json_gz_rows_per_s=N parquet_rows_per_s=N ratio_vs_per_row=R kb_per_window=K
 dask_speedup=S` (ratio and KB/window: JSON.gz, columnar; dask_speedup: the JSON.gz columnar
-run on Beam's DaskRunner over a distributed.LocalCluster, 1 worker process vs 2, or nan with
---no_dask).
+run on Beam's DaskRunner over a distributed.LocalCluster, 1 worker process vs 2, both with
+--dask_npartitions=DASK_PARTITIONS, or nan with --no_dask).
 """
 
 import argparse
@@ -35,13 +37,18 @@ import pyarrow.parquet as pq  # noqa: E402
 import synthetic  # noqa: E402
 
 TABLES = ("instance_events", "instance_usage", "machine_events", "collection_events")
+# Dask bags of created collections (the matched files) are split into this many partitions,
+# the units the DaskRunner runs in parallel: one per worker of the larger cluster (more cost
+# more than they balance: 3,818 Dask tasks with 4 partitions, 1,358 with 2, at 50 machines).
+DASK_PARTITIONS = 2
 
 
 def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
-            dask_workers: int) -> dict:
+            dask_workers: int, multi_processing: bool = False) -> dict:
     """Runs the source-only config on `trace_dir` (files of format `fmt`) on the DirectRunner
-    in memory, or on the DaskRunner over a LocalCluster of `dask_workers` processes (1 thread
-    each) if > 0; {seconds, windows, kb_per_window} (the RSS is this process's only)."""
+    in memory (or with 2 worker processes if `multi_processing`), or on the DaskRunner over a
+    LocalCluster of `dask_workers` processes (1 thread each) if > 0; {seconds, windows,
+    kb_per_window} (the RSS is this process's only)."""
     from pipelines import config as run_config
     from pipelines import run as run_pipeline
     from pipelines.sources import google_v3
@@ -52,7 +59,9 @@ def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
                        for t in TABLES)
     config = run_config.parse_config(f"google_v3 {{\n{tables}\n}}")
     with contextlib.ExitStack() as stack:
-        args = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
+        args = (["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+                 "--direct_num_workers=2"] if multi_processing else
+                ["--runner=DirectRunner", "--direct_running_mode=in_memory"])
         if dask_workers:
             import distributed
             cluster = stack.enter_context(distributed.LocalCluster(
@@ -60,14 +69,15 @@ def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
                 dashboard_address=None))
             stack.enter_context(distributed.Client(cluster))
             args = ["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
-                    f"--dask_client_address={cluster.scheduler_address}"]
+                    f"--dask_client_address={cluster.scheduler_address}",
+                    f"--dask_npartitions={DASK_PARTITIONS}"]
         before = _rss_bytes()
         counters = {}
         started = time.perf_counter()
         run_pipeline.run(config, out_dir, args, counters=counters)
         seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KB
-    windows = _usage_windows(out_dir) if dask_workers else int(
+    windows = _usage_windows(out_dir) if dask_workers or multi_processing else int(
         counters["google_v3.instance_usage.rows_read"])
     return {"seconds": seconds, "windows": windows,
             "kb_per_window": max(peak - before, 0) / 1024 / windows}
@@ -85,11 +95,13 @@ def _usage_windows(out_dir: str) -> int:
     return sum(r["read"] for r in counts if r["table"] == "instance_usage")
 
 
-def child(trace_dir: str, fmt: str, columnar_readers: bool, dask_workers: int = 0) -> dict:
+def child(trace_dir: str, fmt: str, columnar_readers: bool, dask_workers: int = 0,
+          multi_processing: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="fleetcast-bench-ingest-out-") as out:
         result = subprocess.run(
             [sys.executable, __file__, "--child", trace_dir, fmt, out,
-             "1" if columnar_readers else "0", str(dask_workers)],
+             "1" if columnar_readers else "0", str(dask_workers),
+             "1" if multi_processing else "0"],
             check=True, capture_output=True, text=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -102,11 +114,14 @@ def main(argv=None):
     parser.add_argument("--formats", default="json,csv,parquet")
     parser.add_argument("--no_dask", action="store_true",
                         help="skip the DaskRunner 1-vs-2-worker runs (dask_speedup=nan)")
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--no_multi_processing", action="store_true",
+                        help="skip the DirectRunner multi_processing (2 workers) run")
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        trace_dir, fmt, out_dir, flag, workers = args.child
-        print(json.dumps(one_run(trace_dir, fmt, out_dir, flag == "1", int(workers))))
+        trace_dir, fmt, out_dir, flag, workers, multi = args.child
+        print(json.dumps(one_run(trace_dir, fmt, out_dir, flag == "1", int(workers),
+                                 multi == "1")))
         return
     if args.quick:
         args.machines, args.days = 20, 2.0
@@ -125,6 +140,11 @@ def main(argv=None):
                   f"{_rate(slow):,.0f} rows/s ({slow['seconds']:.1f} s, "
                   f"{slow['kb_per_window']:.2f} KB/window), ratio "
                   f"{slow['seconds'] / fast['seconds']:.2f}x", flush=True)
+            if not args.no_multi_processing:
+                multi = child(trace_dir, fmt, True, multi_processing=True)
+                print(f"{NAMES[fmt]}, DirectRunner multi_processing, 2 workers: "
+                      f"{multi['seconds']:.1f} s vs {fast['seconds']:.1f} s in memory: "
+                      f"{fast['seconds'] / multi['seconds']:.2f}x", flush=True)
             if fmt == "json" and not args.no_dask:
                 one, two = (child(trace_dir, fmt, True, workers) for workers in (1, 2))
                 dask_speedup = one["seconds"] / two["seconds"]

@@ -6,6 +6,7 @@ environment variables that point fleetcast's BigQuery clients at it.
 """
 
 import contextlib
+import os
 import pathlib
 import socket
 import subprocess
@@ -55,3 +56,20 @@ def start(log_path: pathlib.Path, timeout_s: float = 60):
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+@contextlib.contextmanager
+def running(log_path: pathlib.Path):
+    """`start`, with its variables set in this process's environment while it runs (and
+    inherited by the `fleetcast` processes the tests start); the old values come back."""
+    with start(log_path) as env:
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            yield env
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

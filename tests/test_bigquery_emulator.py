@@ -7,7 +7,6 @@ BigQuery SQL to DuckDB with SQLGlot).
 """
 
 import math
-import os
 import pathlib
 import subprocess
 import sys
@@ -29,18 +28,9 @@ DATASET = f"{bigquery_emulator.PROJECT}:fleet"
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
     log = tmp_path_factory.mktemp("bqemulator") / "bqemulator.log"
-    with bigquery_emulator.start(log) as env:
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
+    with bigquery_emulator.running(log) as env:
         bigquery.client().create_dataset("fleet", exists_ok=True)
-        try:
-            yield env
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+        yield env
 
 
 def _sorted_rows(table: pa.Table):

@@ -142,6 +142,10 @@ def test_help_says_what_each_command_does_with_its_defaults(capsys, monkeypatch)
     program = _help(capsys, monkeypatch)
     assert "Apache Beam batch analysis of cluster traces" in program
     assert "fleetcast validate CONFIG [CONFIG ...]" in program
+    assert "fleetcast estimate CONFIG [--project PROJECT]" in program
+    estimate = _help(capsys, monkeypatch, "estimate")
+    assert "--usd_per_tib USD on-demand price per TiB processed (default: 6.25)" in estimate
+    assert "A dry run bills nothing" in estimate
     assert "passes every Beam pipeline option" in program
     run = _help(capsys, monkeypatch, "run")
     assert "(default: results/<config name>" in run

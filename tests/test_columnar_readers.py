@@ -299,7 +299,7 @@ def test_parquet_batches_match_the_per_row_path(tmp_path, seed):
     batches = list(pq.ParquetFile(path).iter_batches(batch_size=700))
     expected = _collect(pair for b in batches for pair in parse_tagged(
         RowChunk(b.to_pylist(), [None] * b.num_rows), parser.row_parser))
-    got = _collect(pair for b in batches for pair in columnar.parse_parquet_batch(b, parser))
+    got = _collect(pair for b in batches for pair in columnar.parse_arrow_batch(b, parser))
     assert got == expected
     assert expected[2][2] > 150
 
@@ -310,7 +310,7 @@ def test_parquet_of_other_column_types_is_read_row_by_row():
          "machine_id": 1, "average_usage": {"cpus": 0.5}},
         {"start_time": "x", "end_time": 600, "collection_id": 1, "instance_index": 0,
          "machine_id": 1, "average_usage": {"cpus": 0.5}}])
-    got = _collect(columnar.parse_parquet_batch(batch, google_v3.InstanceUsageColumns()))
+    got = _collect(columnar.parse_arrow_batch(batch, google_v3.InstanceUsageColumns()))
     assert got[2] == [2, 1, 1]
     assert got[1][0][0] == "start_time is not an integer: 'x'"
     assert got[0][0]["start_time"] == 0

@@ -209,23 +209,29 @@ def test_bigquery_inputs_read_the_configured_table_and_query():
 
     from pipelines import config as run_config
     from pipelines import run as run_pipeline
+    from pipelines.io import bigquery
+    from pipelines.sources.google_v3 import BIGQUERY_COLUMNS
 
     config = run_config.parse_config("""google_v3 {
       instance_events { bigquery_table: "google.com:google-cluster-data.clusterdata_2019_a.instance_events" }
       instance_usage { bigquery_query: "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1" }
     }""")  # noqa: E501 (table names and a query are not wrapped)
     assert run_config.validate(config) == []
-    pipeline = beam.Pipeline(options=PipelineOptions(["--project=p", "--temp_location=gs://b/t"]))
+    pipeline = beam.Pipeline(options=PipelineOptions(["--project=p"]))
     _ = pipeline | run_pipeline.ReadCanonicalTables(config, "/unused")
 
     reads = []
 
     class Visitor(PipelineVisitor):
         def enter_composite_transform(self, node):
-            if isinstance(node.transform, beam.io.ReadFromBigQuery):
-                reads.append(node.transform._kwargs)
+            if isinstance(node.transform, bigquery.ReadBigQueryRows):
+                reads.append((node.transform._table, node.transform._query,
+                              tuple(node.transform._columns)))
 
     pipeline.visit(Visitor())
-    assert sorted((str(k.get("table")), str(k.get("query"))) for k in reads) == sorted([
-        ("google.com:google-cluster-data.clusterdata_2019_a.instance_events", "None"),
-        ("None", "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1")])
+    # A table is read by the columns the parser reads; a query as written.
+    assert sorted(reads, key=str) == sorted([
+        ("google.com:google-cluster-data.clusterdata_2019_a.instance_events", None,
+         BIGQUERY_COLUMNS["instance_events"]),
+        (None, "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1", ())],
+        key=str)

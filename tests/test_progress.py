@@ -142,3 +142,5 @@ def test_worker_filter_keeps_progress_lines_and_warnings_only():
     assert not keep.filter(record(logging.INFO, 'message: "Beam chatter" log_location: '
                                                 '"/x/apache_beam/runners/worker.py:3"'))
     assert keep.filter(record(logging.WARNING, 'message: "disk full" log_location: "y:1"'))
+    assert not keep.filter(record(logging.WARNING, 'message: "No semi_persistent_directory '
+                                                   'found:  User registered objects"'))

@@ -5,6 +5,7 @@ BigQuery one without credentials or network (its queries run only with a project
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from apache_beam.pipeline import PipelineVisitor
 import synthetic
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
+from pipelines.io import bigquery
+from pipelines.sources import google_v3
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
@@ -60,18 +63,23 @@ def test_google_2019_bigquery_config_validates_offline_and_queries_the_public_da
     assert "valid config 'google_2019_bigquery'" in result.stdout
 
     config = run_config.load_config(str(BIGQUERY_CONFIG))
-    pipeline = beam.Pipeline(options=PipelineOptions(["--project=p", "--temp_location=gs://b/t"]))
+    pipeline = beam.Pipeline(options=PipelineOptions(["--project=p"]))
     _ = pipeline | run_pipeline.ReadCanonicalTables(config, "/unused")
     queries = []
 
     class CollectBigQueryReads(PipelineVisitor):
         def enter_composite_transform(self, node):
-            if isinstance(node.transform, beam.io.ReadFromBigQuery):
-                queries.append(str(node.transform._kwargs["query"]))
+            if isinstance(node.transform, bigquery.ReadBigQueryRows):
+                queries.append(node.transform._query)
 
     pipeline.visit(CollectBigQueryReads())
     tables = ("instance_events", "instance_usage", "machine_events", "collection_events")
-    assert sorted(q.split()[3].removeprefix(PUBLIC_DATASET) for q in queries) == sorted(tables)
+    read = [re.search(r" FROM (\S+)", q)[1].removeprefix(PUBLIC_DATASET) for q in queries]
+    assert sorted(read) == sorted(tables)
+    # Each query scans only the columns the source parses (BigQuery bills by column bytes).
+    for table, query in zip(read, queries):
+        selected = re.match(r"SELECT (.*?) FROM", query)[1].split(", ")
+        assert tuple(selected) == google_v3.BIGQUERY_COLUMNS[table]
     # Every table is cut to the same machine subset and to the first 3 days.
     for query in queries:
         assert "MOD(ABS(FARM_FINGERPRINT(CAST(machine_id AS STRING))), 100) = 0" in query

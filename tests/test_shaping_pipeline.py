@@ -7,6 +7,7 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
+from pipelines.stages.shaping.runs import unshaped_after_failures
 from pipelines.stages.shaping.workload import with_usage_only_instances
 from tests.helpers import run_on_loaded_tables
 
@@ -108,6 +109,20 @@ def test_validation_names_the_field():
                                      "FAILURE_MODEL_UNSPECIFIED")) == [
         "shaping.failure_model: must be one of HOST_OVERLOAD, COMPONENT_LIMIT, got "
         "FAILURE_MODEL_UNSPECIFIED"]
+    assert _problems(SHAPING.replace("host_count: 1", "host_count: 1 "
+                                     "unshaped_after_failures: -1")) == [
+        "shaping.unshaped_after_failures: must be >= 0, got -1"]
+
+
+def test_the_retry_rule_defaults_by_failure_model():
+    def rule(text):
+        return unshaped_after_failures(run_config.parse_config(
+            'name: "x" shaping { ' + text + ' }').shaping)
+
+    assert rule("") == rule("failure_model: HOST_OVERLOAD") == 0
+    assert rule("failure_model: COMPONENT_LIMIT") == 1
+    assert rule("failure_model: COMPONENT_LIMIT unshaped_after_failures: 0") == 0
+    assert rule("unshaped_after_failures: 5") == 5
 
 
 def test_an_unknown_policy_name_fails_at_parse_naming_the_line():

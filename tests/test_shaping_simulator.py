@@ -94,6 +94,79 @@ def test_component_failure_model_fails_a_component_over_its_own_allocation():
         simulate(workload, cluster, policy, INTERVAL, failure_model="rack")
 
 
+def _jump_then_flat():
+    """One host of 5 CPUs, the component failure model, optimistic with K1 = K2 = 0 and the
+    forecasts of flat series (they miss A's jump). A (step 0) and B (step 1) request 4 x 4
+    and use 1 x 1 for 8 steps, except A's CPU: 3 at age 5. Both are allocated 1 x 1, so B
+    is admitted at step 1 beside A (4 + 4 > 5 would not fit on the requests)."""
+    flat = np.ones((8, 2))
+    jump = flat.copy()
+    jump[5, 0] = 3.0
+
+    def workload_of(series):
+        return Workload.from_series(300, [0, 1], [0, 0], [1, 1], [[4, 4]] * 2,
+                                    [False, False], series)
+
+    workload = workload_of([jump, flat])
+    policy = _fitted(Optimistic(), workload)
+    policy.peak_ = _fitted(Optimistic(), workload_of([flat, flat])).peak_
+    return workload, Cluster.homogeneous(5, 100, 1), policy
+
+
+def test_a_failed_application_finishes_unshaped_on_its_retry():
+    workload, cluster, policy = _jump_then_flat()
+    result = simulate(workload, cluster, policy, INTERVAL, failure_model="component",
+                      unshaped_after_failures=1)
+    # A uses 3 > 1 at step 5 and fails with 5 steps done; it is readmitted at step 6 on
+    # its request, allocated 4 x 4 (1 + 4 <= 5 beside B), also at the shaping steps 8 and
+    # 12, and finishes 8 steps later. B runs shaped from step 1 to 9.
+    assert list(result.failures) == [1, 0]
+    assert list(result.lost_steps) == [5, 0]
+    assert list(result.start_step) == [0, 1]
+    assert list(result.finish_step) == [14, 9]
+    np.testing.assert_allclose(result.allocated[0], [5 * 1 + 8 * 4] * 2)
+    np.testing.assert_allclose(result.allocated[1], [8, 8])
+
+
+def test_without_the_retry_rule_the_failure_replays_forever():
+    workload, cluster, policy = _jump_then_flat()
+    result = simulate(workload, cluster, policy, INTERVAL, max_steps=100,
+                      failure_model="component")
+    # Every attempt is shaped again and fails at age 5: admitted at steps 0, 6, 12, ...,
+    # failed at 5, 11, 17, ..., 95 (the run ends at step 100).
+    assert list(result.finish_step) == [-1, 9]
+    assert list(result.failures) == [16, 0]
+    assert list(result.lost_steps) == [80, 0]
+
+
+@pytest.mark.parametrize("policy_class", [Optimistic, Pessimistic])
+def test_the_retry_rule_ends_the_livelock_on_random_workloads(policy_class):
+    """Forecasts of other series (a forecaster that errs both ways): under the component
+    model the old rule leaves applications unfinished at the end of the run; with the
+    retry rule every application finishes, failing at most once."""
+    rng = np.random.default_rng(5)
+    workload = random_workload(60, rng, submit_span=30)
+    policy = _fitted(policy_class(k1=0.05), workload)
+    policy.peak_ = np.roll(policy.peak_, 7, axis=0)
+    cluster = Cluster.homogeneous(16, 64, 3)
+    kwargs = dict(max_steps=3000, failure_model="component")
+    old = simulate(workload, cluster, policy, INTERVAL, **kwargs)
+    new = simulate(workload, cluster, policy, INTERVAL, unshaped_after_failures=1, **kwargs)
+    assert np.any(old.finish_step < 0)
+    assert np.all(new.finish_step >= 0)
+    assert new.failures.max() == 1 and new.failures.sum() > 0
+    assert new.steps < 3000
+
+
+def test_the_retry_rule_needs_the_set_number_of_failures():
+    workload, cluster, policy = _jump_then_flat()
+    result = simulate(workload, cluster, policy, INTERVAL, failure_model="component",
+                      unshaped_after_failures=3)
+    # Fails at 5, 11 and 17 (shaped), then runs unshaped from step 18 to 26.
+    assert list(result.failures) == [3, 0]
+    assert list(result.finish_step) == [26, 9]
+
+
 def test_algorithm_1_order_core_first_youngest_elastic_preempted_fifo():
     # One host of 10 x 10. App 0: core 4, elastic components alive 5 and 1 steps (3 each);
     # app 1: core 4; app 2: core 2.

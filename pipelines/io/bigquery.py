@@ -14,8 +14,10 @@ Why not Beam's WriteToBigQuery / ReadFromBigQuery: in batch they need a Cloud St
 location (file loads, exports), WRITE_TRUNCATE replaces each table while the run is still
 running, and their clients cannot be pointed at another endpoint (a local emulator).
 
-Reading. `ReadBigQueryTable` uses the BigQuery Storage Read API: one read session per table
-with several streams, each stream read as Arrow record batches on whichever worker gets it.
+Reading. `ReadBigQueryTable` (fleetcast's tables) and `ReadBigQueryRows` (trace tables and
+queries) use the BigQuery Storage Read API: one read session per table with several streams,
+each stream read as Arrow record batches on whichever worker gets it; only the columns the run
+uses are read. `dry_run_bytes` tells what a query would scan (`fleetcast estimate`).
 
 Endpoints. The client library's own BIGQUERY_EMULATOR_HOST (e.g. http://127.0.0.1:9050)
 points the REST API at an emulator, and FLEETCAST_BIGQUERY_STORAGE_HOST (host:port) the
@@ -27,12 +29,13 @@ import datetime
 import io
 import json
 import os
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from configs.checks import BIGQUERY_DATASET, BIGQUERY_TABLE
 from pipelines import schemas
@@ -338,14 +341,17 @@ def staged_dir(table: str, schema: pa.Schema) -> str:
     return _ACTIVE[-1].stage(table, schema)
 
 
-def _read_streams(table: str, columns: List[str], max_streams: int):
-    """A table → (stream name, serialized Arrow schema) of one Storage Read session."""
+def _read_streams(table: str, columns: List[str], max_streams: int,
+                  project: Optional[str] = None):
+    """A table → (stream name, serialized Arrow schema) of one Storage Read session, billed
+    to `project` (default: the client's), which need not own the table (a public one)."""
     from google.cloud import bigquery_storage
+    billed = project or client().project
     ref = parse_table(table)
     if ref.project is None:
-        ref = ref._replace(project=client().project)
+        ref = ref._replace(project=billed)
     session = read_client().create_read_session(
-        parent=f"projects/{ref.project}",
+        parent=f"projects/{billed}",
         read_session=bigquery_storage.types.ReadSession(
             table=ref.path, data_format=bigquery_storage.types.DataFormat.ARROW,
             read_options=bigquery_storage.types.ReadSession.TableReadOptions(
@@ -355,8 +361,18 @@ def _read_streams(table: str, columns: List[str], max_streams: int):
     return [(stream.name, schema) for stream in session.streams]
 
 
-def _read_stream(stream_and_schema, schema: pa.Schema):
-    """One read stream → tables of `schema` of about _BATCH_ROWS rows."""
+def _query_streams(sql: str, max_streams: int, project: Optional[str] = None):
+    """Runs `sql` (standard SQL) in `project` → the read streams of its result table
+    (BigQuery keeps a query's result in an anonymous table for about a day)."""
+    job = client(project).query(sql)
+    job.result()
+    result = job.destination
+    return _read_streams(f"{result.project}.{result.dataset_id}.{result.table_id}", [],
+                         max_streams, project)
+
+
+def _read_stream(stream_and_schema, schema: Optional[pa.Schema] = None):
+    """One read stream → tables of about _BATCH_ROWS rows, conformed to `schema` if given."""
     from pipelines.io.sinks import conform, row_groups  # sinks imports this module
     stream, serialized_schema = stream_and_schema
     arrow_schema = pa.ipc.read_schema(pa.py_buffer(serialized_schema))
@@ -364,7 +380,7 @@ def _read_stream(stream_and_schema, schema: pa.Schema):
         pa.py_buffer(response.arrow_record_batch.serialized_record_batch), arrow_schema)])
         for response in read_client().read_rows(stream))
     for table in row_groups(batches, _BATCH_ROWS):
-        yield conform(table, schema)
+        yield table if schema is None else conform(table, schema)
 
 
 class ReadBigQueryTable(beam.PTransform):
@@ -384,6 +400,58 @@ class ReadBigQueryTable(beam.PTransform):
                                             self._max_streams)
                 | "Spread" >> beam.Reshuffle()
                 | "ReadStream" >> beam.FlatMap(_read_stream, self._schema))
+
+
+class ReadBigQueryRows(beam.PTransform):
+    """A trace table in BigQuery → PCollection[pa.Table] of its rows as BigQuery types them
+    (records as structs, repeated fields as lists): a table read by the Storage Read API with
+    only `columns` (top-level; all if empty), or the result of a standard-SQL `query`, which
+    runs once when the pipeline starts. Neither needs a Cloud Storage temp location. Reads
+    and queries are billed to the pipeline's --project (else the client's default project)."""
+
+    def __init__(self, table: Optional[str] = None, query: Optional[str] = None,
+                 columns: Sequence[str] = (), max_streams: int = 16):
+        super().__init__()
+        if (table is None) == (query is None):
+            raise ValueError("give exactly one of table and query")
+        self._table, self._query = table, query
+        self._columns = list(columns)
+        self._max_streams = max_streams
+
+    def expand(self, pbegin):
+        project = pbegin.pipeline.options.view_as(GoogleCloudOptions).project
+        if self._table is not None:
+            streams = (pbegin | "Table" >> beam.Create([self._table])
+                       | "Streams" >> beam.FlatMap(_read_streams, self._columns,
+                                                   self._max_streams, project))
+        else:
+            streams = (pbegin | "Query" >> beam.Create([self._query])
+                       | "RunQuery" >> beam.FlatMap(_query_streams, self._max_streams,
+                                                    project))
+        return (streams
+                | "Spread" >> beam.Reshuffle()
+                | "ReadStream" >> beam.FlatMap(_read_stream))
+
+
+def sql_name(table: str) -> str:
+    """`table` ("project:dataset.table" and the other forms) quoted for standard SQL."""
+    ref = parse_table(table)
+    return f"`{ref.id}`"
+
+
+def projection_sql(table: str, columns: Sequence[str] = ()) -> str:
+    """The query that scans what reading `columns` (all if empty) of `table` reads."""
+    selected = ", ".join(f"`{name}`" for name in columns) or "*"
+    return f"SELECT {selected} FROM {sql_name(table)}"
+
+
+def dry_run_bytes(sql: str, project: Optional[str] = None) -> int:
+    """Bytes BigQuery would process to run `sql` (standard SQL) in `project`: a dry run,
+    which runs and bills nothing."""
+    from google.cloud import bigquery
+    job = client(project).query(sql, job_config=bigquery.QueryJobConfig(
+        dry_run=True, use_query_cache=False))
+    return int(job.total_bytes_processed or 0)
 
 
 def query(dataset: str, sql: str) -> pa.Table:

@@ -393,6 +393,12 @@ def staged_dir(final_dir: str) -> str:
     return _ACTIVE[-1].staged_dir(final_dir) if _ACTIVE else final_dir
 
 
+def extra_dir(name: str) -> Optional[str]:
+    """The never-published directory `name` of the run being built (StagingArea.extra_dir),
+    or None outside a run."""
+    return _ACTIVE[-1].extra_dir(name) if _ACTIVE else None
+
+
 def staged_dirs() -> Dict[str, str]:
     """{final directory: staged directory} of every directory staged so far by the run being
     built (empty outside a run): a step that reads one of the run's outputs while it runs

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
 from configs import fleetcast_pb2
 from pipelines.io.failures import RunFailed
@@ -246,9 +247,23 @@ class _ReadFileChunks(beam.DoFn):
             yield from json_chunks(iter_lines(file_blocks(readable_file)), self._chunk_rows)
 
 
+def matched_files(pattern: str) -> list:
+    """The FileMetadata of the files matching `pattern`, by path; RunFailed if none."""
+    try:
+        files = FileSystems.match([pattern])[0].metadata_list
+    except BeamIOError:
+        files = []  # some file systems raise for a pattern that matches nothing
+    if not files:
+        raise RunFailed(f"{pattern}: no file matches")
+    return sorted(files, key=lambda f: f.path)
+
+
 class OpenFiles(beam.PTransform):
-    """Files matching `pattern` → their fileio.ReadableFiles, spread over the workers (files
-    are the unit of parallelism; spread them before the expensive parse). A pattern matching
+    """Files matching `pattern` → their fileio.ReadableFiles, spread over the workers. Files
+    are the unit of parallelism, so the pattern is matched when the pipeline is built and
+    every file is an element of its own from the start: Reshuffle spreads them on the
+    runners that honour it, and a runner that splits only created collections (Dask, with
+    --dask_npartitions; its Reshuffle does nothing) splits them there. A pattern matching
     nothing fails."""
 
     def __init__(self, pattern: str):
@@ -258,7 +273,7 @@ class OpenFiles(beam.PTransform):
     def expand(self, pbegin):
         return (
             pbegin
-            | "Match" >> fileio.MatchFiles(self._pattern, empty_match_treatment="DISALLOW")
+            | "Match" >> beam.Create(matched_files(self._pattern))
             | "Open" >> fileio.ReadMatches()
             | "Spread" >> beam.Reshuffle())
 
@@ -282,26 +297,37 @@ class ReadFileChunks(beam.PTransform):
 
 
 class ReadTableChunks(beam.PTransform):
-    """A configured TableInput (files or BigQuery) → PCollection[RowChunk]."""
+    """A configured TableInput (files or BigQuery) → PCollection[RowChunk]. A BigQuery table
+    is read with only `columns` (top-level; all if empty), a query as written; rows come as
+    BigQuery types them (records as dicts), which the row parsers read like JSON rows."""
 
-    def __init__(self, table_input, chunk_rows: int = CHUNK_ROWS):
+    def __init__(self, table_input, chunk_rows: int = CHUNK_ROWS, columns=()):
         super().__init__()
         self._input = table_input
         self._chunk_rows = chunk_rows
+        self._columns = tuple(columns)
 
     def expand(self, pbegin):
         which = self._input.WhichOneof("input")
         if which == "path":
             return pbegin | ReadFileChunks(self._input.path, file_format(self._input),
                                            self._chunk_rows)
-        if which == "bigquery_table":
-            rows = pbegin | "ReadBigQuery" >> beam.io.ReadFromBigQuery(
-                table=self._input.bigquery_table)
-        else:
-            rows = pbegin | "QueryBigQuery" >> beam.io.ReadFromBigQuery(
-                query=self._input.bigquery_query, use_standard_sql=True)
-        return (
-            rows
-            | "Batch" >> beam.BatchElements(min_batch_size=self._chunk_rows // 4,
-                                            max_batch_size=self._chunk_rows)
-            | "ToChunk" >> beam.Map(lambda batch: RowChunk(list(batch), [None] * len(batch))))
+        return (pbegin
+                | "ReadBigQuery" >> read_bigquery(self._input, self._columns)
+                | "ToChunks" >> beam.FlatMap(_table_chunks, self._chunk_rows))
+
+
+def read_bigquery(table_input, columns=()) -> beam.PTransform:
+    """The read of a BigQuery TableInput (a table by `columns`, all if empty, or a query)
+    → PCollection[pa.Table]."""
+    from pipelines.io import bigquery  # the BigQuery clients only when a run reads it
+    if table_input.WhichOneof("input") == "bigquery_table":
+        return bigquery.ReadBigQueryRows(table=table_input.bigquery_table, columns=columns)
+    return bigquery.ReadBigQueryRows(query=table_input.bigquery_query)
+
+
+def _table_chunks(table: pa.Table, chunk_rows: int):
+    """An Arrow table → RowChunks of at most `chunk_rows` rows (no raw lines)."""
+    for start in range(0, table.num_rows, chunk_rows):
+        rows = table.slice(start, chunk_rows).to_pylist()
+        yield RowChunk(rows, [None] * len(rows))

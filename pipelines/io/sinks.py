@@ -24,7 +24,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import progress, schemas
-from pipelines.io import bigquery, publish
+from pipelines.io import bigquery, publish, spill
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` with exactly the columns of `schema`, in its order and types."""
@@ -111,7 +111,7 @@ class _WriteShard(beam.DoFn):
         with FileSystems.create(temporary) as handle:
             sink, writer = pa.PythonFile(handle, mode="w"), None
             try:
-                for group in row_groups(tables, self.ROW_GROUP_ROWS):
+                for group in row_groups(map(spill.load, tables), self.ROW_GROUP_ROWS):
                     if writer is None:
                         writer = pq.ParquetWriter(sink, target.schema, compression="snappy",
                                                   use_dictionary=repeating_columns(group))
@@ -129,9 +129,10 @@ class _WriteShard(beam.DoFn):
         yield path, rows
 
 
-def _conform_and_shard(table: pa.Table, name: str, schema: pa.Schema, num_shards: int):
+def _conform_and_shard(table: pa.Table, name: str, schema: pa.Schema, num_shards: int,
+                       spill_to):
     table = conform(table, schema)
-    return (name, shard_of_table(table, num_shards)), table
+    return (name, shard_of_table(table, num_shards)), spill.spilled(table, spill_to)
 
 
 class WriteParquetShards(beam.PTransform):
@@ -156,8 +157,10 @@ class WriteParquetShards(beam.PTransform):
 
     def expand(self, tables_by_name):
         targets, n = self._targets, self._num_shards
+        # Large tables are grouped through files of the run (pipelines/io/spill.py).
+        spill_to = spill.spill_to()
         keyed = [tables | f"Shard{name}" >> beam.Map(_conform_and_shard, name,
-                                                       targets[name].schema, n)
+                                                       targets[name].schema, n, spill_to)
                  for name, tables in tables_by_name.items()]
         # Every shard gets a file, so an empty table still has its schema on disk.
         # From one created element (the DaskRunner translates Create, not Impulse).

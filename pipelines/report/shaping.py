@@ -1,7 +1,8 @@
 """The resource-shaping section (paper 002 §IV): Fig. 2 (per-application turnaround and
 slack of the baseline and of each shaping policy with the oracle, as boxplots), Fig. 3
-(turnaround ratio vs the baseline and failed applications over K1 × K2, one row per
-forecaster and policy) and a summary table of the runs."""
+(turnaround ratio vs the baseline, memory slack and failed applications over K1 × K2, one
+row per forecaster and policy) and a summary table of the runs. notebooks/shaping.ipynb
+draws the same figures with these functions."""
 
 import numpy as np
 import pandas as pd
@@ -13,10 +14,14 @@ POLICIES = ("baseline", "optimistic", "pessimistic")
 FIG2_METRICS = (("turnaround_s", "turnaround (h, log)", 1 / 3600),
                 ("cpu_slack_pct", "CPU slack (% of allocated)", 1.0),
                 ("memory_slack_pct", "memory slack (% of allocated)", 1.0))
-# (shaping_runs column, title, colour map: brighter = better).
+# (shaping_runs column, title, colour map: brighter = better): 002 Fig. 3's turnaround
+# ratio, memory slack and failures; CPU slack stands in for memory's when memory is not
+# shaped (fig3_panels).
 FIG3_PANELS = (("turnaround_speedup_vs_baseline", "turnaround ratio vs baseline (> 1 better)",
                 "viridis"),
+               ("mean_memory_slack_pct", "memory slack (%)", "viridis_r"),
                ("failed_applications_pct", "failed applications (%)", "viridis_r"))
+CPU_SLACK_PANEL = ("mean_cpu_slack_pct", "CPU slack (%)", "viridis_r")
 SUMMARY_COLUMNS = ("turnaround_speedup_vs_baseline", "mean_turnaround_s",
                    "failed_applications_pct", "preempted_applications_pct",
                    "mean_cpu_slack_pct", "mean_memory_slack_pct")
@@ -85,26 +90,36 @@ def _limits(values: pd.Series) -> tuple:
     return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
+def fig3_panels(runs: pd.DataFrame) -> tuple:
+    """FIG3_PANELS, with the CPU slack for the memory slack when no run shaped memory."""
+    if runs["mean_memory_slack_pct"].notna().any():
+        return FIG3_PANELS
+    return tuple(CPU_SLACK_PANEL if panel[0] == "mean_memory_slack_pct" else panel
+                 for panel in FIG3_PANELS)
+
+
 def fig3(runs: pd.DataFrame):
-    """Heatmaps over K1 × K2 (means over seeds) of the turnaround ratio vs the baseline and
-    of the failed applications, one row per (forecaster, shaping policy), one colour scale
-    per column; None without shaping runs."""
+    """Heatmaps over K1 × K2 (means over seeds) of the turnaround ratio vs the baseline, the
+    memory (else CPU) slack and the failed applications, one row per (forecaster, shaping
+    policy), one colour scale per column; None without shaping runs."""
     shaped = runs[runs["policy"] != BASELINE]
     rows = list(shaped.groupby(["forecaster", "policy"], sort=True).groups)
     if not rows:
         return None
+    panels = fig3_panels(shaped)
     means = shaped.groupby(["forecaster", "policy", "k1", "k2"])[
-        [metric for metric, _, _ in FIG3_PANELS]].mean()
-    fig, axes = plt.subplots(len(rows), len(FIG3_PANELS), squeeze=False,
-                             figsize=(5.2 * len(FIG3_PANELS), 3.3 * len(rows)))
+        [metric for metric, _, _ in panels]].mean()
+    fig, axes = plt.subplots(len(rows), len(panels), squeeze=False,
+                             figsize=(5.2 * len(panels), 3.3 * len(rows)))
     for row, (forecaster, policy) in enumerate(rows):
         cell = shaped[(shaped["forecaster"] == forecaster) & (shaped["policy"] == policy)]
-        for col, (metric, title, cmap) in enumerate(FIG3_PANELS):
+        for col, (metric, title, cmap) in enumerate(panels):
             grid = cell.pivot_table(index="k2", columns="k1", values=metric, aggfunc="mean")
             _heatmap(fig, axes[row][col], grid, cmap, _limits(means[metric]),
                      f"{forecaster}, {policy}: {title}")
     fig.suptitle("Resource shaping (paper 002 Fig. 3): means over seeds per K1 × K2")
-    fig.tight_layout()
+    # Leave the suptitle its own band (tight_layout alone lets it cover the first titles).
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))
     return fig
 
 
@@ -139,7 +154,8 @@ def section(tables: dict, config, figures) -> str:
     drawn = fig3(runs)
     if drawn is not None:
         parts.append(figures.html(
-            drawn, "shaping_fig3", "Fig. 3: turnaround ratio vs the baseline (same seed) and "
+            drawn, "shaping_fig3", "Fig. 3: turnaround ratio vs the baseline (same seed), "
+                                   "memory slack (CPU slack when memory is not shaped) and "
                                    "failed applications over K1 × K2, per forecaster and policy"))
     parts += ["<h3>Runs: means over seeds</h3>",
               summary_table(runs).to_html(index=False, na_rep="—")]

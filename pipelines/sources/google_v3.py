@@ -3,9 +3,10 @@
 Field names and enums follow the trace's clusterdata_trace_format_v3.proto. Rows arrive as
 newline-delimited JSON (plain or .gz, as the public shards are), CSV with a header (nested
 records flattened as "record.field"), Parquet, or BigQuery rows; int64 values may be decimal
-strings, as BigQuery's JSON export writes them. instance_usage and instance_events files in
-JSON, CSV or Parquet are read columnar (pipelines.io.columnar: Arrow batches, vectorised checks,
-the rows those cannot vouch for parsed by the per-row parsers below, which stay the reference).
+strings, as BigQuery's JSON export writes them. instance_usage and instance_events in JSON,
+CSV, Parquet or BigQuery (by the Storage Read API, `BIGQUERY_COLUMNS` only) are read columnar
+(pipelines.io.columnar: Arrow batches, vectorised checks, the rows those cannot vouch for
+parsed by the per-row parsers below, which stay the reference).
 
 Instances and usage are built per shard of collections: every event, usage window and
 collection event of a collection lands in the same shard (by a hash of collection_id), where
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import schemas
-from pipelines.io import columnar, sharding
+from pipelines.io import columnar, sharding, spill
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
@@ -39,7 +40,7 @@ from pipelines.io.dead_letters import (
     to_int,
 )
 from pipelines.io.columnar import DISTRIBUTION, FLOAT, INT, Field
-from pipelines.io.readers import ReadTableChunks, file_format
+from pipelines.io.readers import ReadTableChunks, file_format, read_bigquery
 from pipelines.sources import join
 
 SOURCE = "google_v3"
@@ -199,6 +200,20 @@ class InstanceUsageColumns(columnar.ColumnarParser):
 
 # Tables with a columnar reader (the others are read row by row).
 COLUMNAR = {"instance_events": InstanceEventColumns, "instance_usage": InstanceUsageColumns}
+# The top-level columns the parsers read, per table: a BigQuery table is read by these only
+# (the trace's instance_usage has 20 columns; fleetcast estimate dry-runs the same projection).
+BIGQUERY_COLUMNS = {
+    "instance_events": ("time", "type", "collection_id", "instance_index", "machine_id",
+                        "resource_request", "priority", "scheduling_class", "collection_type",
+                        "alloc_collection_id", "alloc_instance_index"),
+    "instance_usage": ("start_time", "end_time", "collection_id", "instance_index",
+                       "machine_id", "average_usage", "maximum_usage", "cpu_usage_distribution",
+                       "tail_cpu_usage_distribution"),
+    "collection_events": ("time", "type", "collection_id", "user", "collection_name",
+                          "collection_logical_name", "vertical_scaling", "scheduler",
+                          "parent_collection_id"),
+    "machine_events": ("machine_id", "time", "type", "capacity", "platform_id"),
+}
 
 
 class CollectionEventParser(ChunkParser):
@@ -413,13 +428,21 @@ def join_usage(events: pa.Table, usage: pa.Table):
     return table, dead
 
 
+def shard_by_collection(table: pa.Table, num_shards: int, spill_to):
+    """(collection shard, the table's rows of that shard or a Spilled reference to them, as
+    `spill_to` says) pairs."""
+    shards = sharding.shard_of_ints(table.column("collection_id").to_numpy(), num_shards)
+    return spill.split_spilled(table, shards, spill_to)
+
+
 def build_shard(element, pool: str):
     """(shard, {events, usage, collections}) → (tag, table) pairs: instances, usage, dead
     letters and the join's counts."""
     _, grouped = element
-    events = sharding.concat(grouped["events"], INSTANCE_EVENTS)
-    usage = sharding.concat(grouped["usage"], INSTANCE_USAGE)
-    collections = sharding.concat(grouped["collections"], COLLECTION_EVENTS)
+    events, usage, collections = (
+        sharding.concat(map(spill.load, grouped[name]), schema) for name, schema in (
+            ("events", INSTANCE_EVENTS), ("usage", INSTANCE_USAGE),
+            ("collections", COLLECTION_EVENTS)))
     if events.num_rows:
         instances, dead = build_instances(events, collections, pool)
         if instances.num_rows:
@@ -462,9 +485,14 @@ class ReadGoogleV3(beam.PTransform):
                 and columnar.supports(file_format(table_input))):
             parsed = pbegin | f"Read{name}" >> columnar.ParseFiles(
                 table_input.path, file_format(table_input), COLUMNAR[name]())
+        elif self._columnar and name in COLUMNAR and which != "path":
+            parsed = (pbegin
+                      | f"Read{name}" >> read_bigquery(table_input, BIGQUERY_COLUMNS[name])
+                      | f"Parse{name}" >> columnar.ParseTables(COLUMNAR[name]()))
         else:
             parsed = (pbegin
-                      | f"Read{name}" >> ReadTableChunks(table_input)
+                      | f"Read{name}" >> ReadTableChunks(table_input,
+                                                         columns=BIGQUERY_COLUMNS[name])
                       | f"Parse{name}" >> ParseChunks(parser))
         return parsed[ROWS], parsed[DEAD_LETTERS], parsed[COUNTS]
 
@@ -479,9 +507,12 @@ class ReadGoogleV3(beam.PTransform):
         machines, machines_dead, machines_counts = self._read(
             pbegin, "machine_events", MachineEventParser(pool))
 
+        # Each table is grouped through files of the run (pipelines/io/spill.py).
+        spill_to = spill.spill_to()
+
         def keyed(pcoll, label):
             return pcoll | f"Shard{label}" >> beam.FlatMap(
-                sharding.split_by_key, "collection_id", self._num_shards)
+                shard_by_collection, self._num_shards, spill_to)
 
         built = (
             {"events": keyed(events, "Events"), "usage": keyed(usage, "Usage"),

@@ -5,9 +5,10 @@
 - slack: allocated minus used, as a percentage of allocated, per application and resource
   over all its component-steps (NaN where nothing was allocated, e.g. memory in a CPU-only
   workload);
-- failures: an application fails when the operating system kills one of its core
-  components (a host overloaded); the run's failure rate is the percentage of applications
-  that failed at least once (002: 37.67 % for optimistic with the oracle);
+- failures: an application fails when one of its core components is killed (by its
+  overloaded host, or for using more than its own allocation: the simulator's failure
+  models); the run's failure rate is the percentage of applications that failed at least
+  once (002: 37.67 % for optimistic with the oracle);
 - preempted components (by the pessimistic shaper, those of fully preempted applications
   included) and work lost (component-seconds of work thrown away by kills and preemptions).
 """

@@ -55,6 +55,15 @@ def seeds(config) -> List[int]:
     return list(config.seed) or [0]
 
 
+def unshaped_after_failures(config) -> int:
+    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT (002's
+    simulator; without it a retry replays its failure forever) and 0 under HOST_OVERLOAD
+    (where a retry can succeed; keeps that model's earlier answers)."""
+    if config.HasField("unshaped_after_failures"):
+        return config.unshaped_after_failures
+    return int(config.failure_model == Config.COMPONENT_LIMIT)
+
+
 def run_specs(config) -> List[RunSpec]:
     """Every configured simulation; the baseline (always run: the speedups need it) once per
     seed, the shaping policies for every forecaster, k1 and k2."""
@@ -118,7 +127,8 @@ def run(element, config, shaping_input: ShapingInput):
                     + config.max_time_after_last_submit_s // config.step_s)
     result = simulate(workload, shaping_input.cluster, policy, config.shaping_interval_steps,
                       seed=spec.seed, max_steps=max_steps,
-                      failure_model=FAILURE_MODELS[config.failure_model])
+                      failure_model=FAILURE_MODELS[config.failure_model],
+                      unshaped_after_failures=unshaped_after_failures(config))
     apps = application_metrics(workload, result)
     row = {"forecaster": spec.forecaster, "k1": spec.k1, "k2": spec.k2, "policy": spec.policy,
            "seed": spec.seed, "hosts": shaping_input.cluster.num_hosts,

@@ -31,7 +31,8 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
     for name in ("shaping_interval_steps", "step_s", "max_time_after_last_submit_s",
                  "num_history_samples", "min_fit_samples", "forecast_shards"):
         check.positive(config, name, field)
-    check.positive(config, "sampled_applications", field, allow_zero=True)
+    for name in ("sampled_applications", "unshaped_after_failures"):
+        check.positive(config, name, field, allow_zero=True)
     check.fraction(config, "elastic_fraction", field)
     check.require(config.num_history_samples >= config.min_fit_samples,
                   f"{field}.num_history_samples",

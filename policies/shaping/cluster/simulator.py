@@ -11,16 +11,19 @@ Time advances in steps of the workload's `step_s`. At every step, in this order:
    the queue); its elastic components take a host if one fits, else wait. A component is
    admitted on its request and then allocated the policy's target at once (forecast + beta
    over its first S steps; the request while its forecaster has no forecast yet, 002 §V's
-   "grace period"), not its request until the next shaping step: 002 shapes from the
-   forecasts, and the oracle's exist from a component's first step;
+   "grace period"; the request if its application runs unshaped, see the retry rule), not
+   its request until the next shaping step: 002 shapes from the forecasts, and the oracle's
+   exist from a component's first step;
 4. every running component uses its series at its age. With the `host` failure model (the
    default) a host whose usage exceeds its capacity (CPU or memory; both treated as
    incompressible, as 002's simulator treats them) has components killed by the operating
    system until it fits: lowest priority first, ties in a seeded random order (fixed per
    component for the run). With the `component` model every component whose usage exceeds
-   its own allocation (CPU or memory: a container limit) is killed, in component order;
-   no host can then overload, since allocations never exceed capacity. A killed core
-   component fails its application;
+   its own allocation (CPU or memory: a container limit) is killed first, in component
+   order; the survivors' usage then fits their allocations, so a host overloads only where
+   its allocations exceed its capacity, which the optimistic policy allows (it resizes
+   without checking the host), and there the operating system kills as above. A killed
+   core component fails its application;
 5. the surviving components age by one step; a component that reaches its length finishes,
    and an application finishes when all its core components have (its elastic components
    stop then).
@@ -29,6 +32,23 @@ A failed or fully preempted application loses all its work (every component rest
 0) and is resubmitted into the queue at its priority and original submission (scheduler.py);
 a killed or preempted elastic component loses its work and waits for a host. The run ends
 when every application has finished, or after `max_steps` (the rest are unfinished).
+
+Retry rule (`unshaped_after_failures`, n): an application that has failed n times (a core
+component killed; preemptions do not count) runs *unshaped* from its next attempt on: all
+its components are allocated their requests, on admission and at every shaping step, for
+the rest of its life. 002 §III-B only says a failed application is resubmitted; 002's
+simulator (the Omega simulator's extension, footnote 5; the first author's fork
+fraPace/cluster-scheduler-simulator, ZoeDynamicScheduler.jobCrashed) does this: after
+`crashedAllowed` crashes (1 in the oracle version; 5 in a later one with a real predictor) it
+sets the job's `disableResize`, so the job is neither resized nor checked against its
+limits again. Other rules were possible (restart only the failed component at its request;
+back off the shaper's beta after a failure); this one is 002's, and it guarantees
+progress: the retry replays the same usage against the same forecasts, so without it a
+component that failed under the `component` model fails again at the same age, forever,
+and at the head of the FIFO queue blocks every application behind it. Usage never exceeds
+the request (the workload clips it), so an unshaped application never fails under the
+`component` model. n = 0 keeps shaping failed applications (under the `host` model a kill
+depends on the co-located load, so a retry can succeed).
 
 Overload is tested with a relative tolerance of 1e-9 of the capacity: an oracle allocation
 request · (usage / request) can exceed the usage by a rounding error.
@@ -84,11 +104,13 @@ class Simulation:
       max_steps: last step simulated (exclusive).
       failure_model: "host" (overloaded hosts kill components) or "component" (a component
         using more than its allocation fails); see the module docstring.
+      unshaped_after_failures: failures after which an application runs at its requests
+        (the module docstring's retry rule); 0: never.
     """
 
     def __init__(self, workload: Workload, cluster: Cluster, policy: ShapingPolicy,
                  interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9,
-                 failure_model: str = "host"):
+                 failure_model: str = "host", unshaped_after_failures: int = 0):
         if failure_model not in FAILURE_MODELS:
             raise ValueError(f"failure_model must be one of {FAILURE_MODELS}, got "
                              f"{failure_model!r}")
@@ -106,6 +128,10 @@ class Simulation:
         self.state = np.full(num_apps, WAITING)
         self.core_left = np.zeros(num_apps, dtype=np.int64)
         self.waiting_elastic = set()
+        self.unshaped_after_failures = unshaped_after_failures
+        self.unshaped = np.zeros(num_apps, dtype=bool)
+        # Whether any application runs unshaped: spares every placement the lookup until one does.
+        self._any_unshaped = False
         self.victim_order = np.random.default_rng(seed).permutation(num_components)
         # A component's target at age 0 does not depend on the schedule: computed once.
         self.admission_target = policy.targets(np.arange(num_components),
@@ -207,6 +233,8 @@ class Simulation:
             start, end = w.app_start[app], w.app_start[app + 1]
             released = start + np.flatnonzero(self.host[start:end] >= 0)
             (self.result.failures if failed else self.result.preemptions)[app] += 1
+            if failed and self.result.failures[app] == self.unshaped_after_failures:
+                self.unshaped[app] = self._any_unshaped = True
             self.waiting_elastic.difference_update(range(start, end))
             self.state[app] = QUEUED
             self.queue.push(app)
@@ -247,10 +275,19 @@ class Simulation:
         policy's target from age 0 (the request for the baseline, and for a forecaster
         until its first forecast: 002 §V's grace period)."""
         self.host[components] = hosts
-        self.allocation[components] = self.admission_target[components]
+        self.allocation[components] = self.unshaped_to_request(
+            components, self.admission_target[components])
         np.subtract.at(self.free, hosts, self.allocation[components])
         self.age[components] = 0
         self._running = None
+
+    def unshaped_to_request(self, components: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """float64[k, 2] `target` of `components`, their requests where their application
+        runs unshaped (the retry rule)."""
+        if not self._any_unshaped:
+            return target
+        unshaped = self.unshaped[self.app_of[components]]
+        return np.where(unshaped[:, None], self.workload.request[components], target)
 
     def schedule(self, t: int):
         """Step 3: waiting elastic components, then the queue's head while it fits."""
@@ -293,7 +330,9 @@ class Simulation:
         age = self.age[running]
         view = RunningComponents(running, self.host[running], app,
                                  self.workload.elastic[running], age, rank[inverse],
-                                 self.policy.targets(running, age), self.capacity)
+                                 self.unshaped_to_request(running,
+                                                          self.policy.targets(running, age)),
+                                 self.capacity)
         decision = self.policy.reshape(view)
         self.allocation[running] = decision.allocation
         self.result.algorithm_runs += int(len(decision.preempted_apps)
@@ -323,7 +362,8 @@ class Simulation:
 
 def simulate(workload: Workload, cluster: Cluster, policy: ShapingPolicy,
              interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9,
-             failure_model: str = "host") -> SimulationResult:
+             failure_model: str = "host", unshaped_after_failures: int = 0
+             ) -> SimulationResult:
     """Runs `workload` on `cluster` under the fitted `policy` (see the module docstring)."""
     return Simulation(workload, cluster, policy, interval_steps, seed, max_steps,
-                      failure_model).run()
+                      failure_model, unshaped_after_failures).run()

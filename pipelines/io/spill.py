@@ -1,0 +1,121 @@
+"""Large Arrow tables handed between steps through files of the run, not through the runner.
+
+Every table that crosses a grouping (GroupByKey, CoGroupByKey, a Flatten the runner
+materialises) is encoded by the runner and copied several times: into the data channel, into
+the grouping buffer, out again. For the widest tables (instance_usage, ~250 bytes a window)
+those copies cost more than reading, checking and joining them, and the in-memory runner holds
+each grouping's whole input at once (~1.8 KB of peak RSS per usage window); between Dask
+worker processes every copy is also pickled and sent. So the two groupings of the canonical
+tables (by collection shard in the Google source, by output shard in the Parquet sink) write
+each table once as an Arrow IPC file in the run's staging area and group `Spilled`
+references, a few dozen bytes each; the step after the grouping maps the file back
+(zero-copy on a local file system).
+
+The files live in a directory of the run's staging area that is never published: it goes
+with the area when the run publishes, fails or is discarded, and a retried step writes new
+files (only the references of the attempt that succeeded are grouped). Outside a run (no
+staging area), tables travel as before.
+"""
+
+import uuid
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pyarrow as pa
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.io import publish, sharding
+
+# Smaller tables travel inline: the runner's copies of them cost less than a file (on gs://,
+# a round trip to write and one to read).
+MIN_SPILL_BYTES = 1 << 20
+
+
+class Spilled(NamedTuple):
+    """The rows of record batches [start, stop) of the Arrow IPC file `path`."""
+
+    path: str
+    start: int
+    stop: int
+
+
+class SpillTo(NamedTuple):
+    """Where a step spills tables of at least `min_bytes` (Table.nbytes)."""
+
+    directory: str
+    min_bytes: int
+
+
+def spill_to() -> Optional[SpillTo]:
+    """Where the run being built spills tables (None outside a run: nothing is spilled),
+    fixed when the pipeline is built, so every worker spills alike."""
+    directory = publish.extra_dir("spill")
+    return None if directory is None else SpillTo(directory, MIN_SPILL_BYTES)
+
+
+def _spills(table: pa.Table, to: Optional[SpillTo]) -> bool:
+    return to is not None and table.nbytes >= to.min_bytes
+
+
+def write(pieces, directory: str) -> list:
+    """Writes the tables `pieces` (one schema) into one new Arrow IPC file in `directory`;
+    returns a Spilled reference to each, in order. A piece's record batches are its own, so a
+    reader fetches one piece without the rest of the file."""
+    path = FileSystems.join(directory, f"{uuid.uuid4().hex}.arrow")
+    references, written = [], 0
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        writer = None
+        for piece in pieces:
+            if writer is None:
+                writer = pa.ipc.new_file(pa.PythonFile(handle, mode="w"), piece.schema)
+            batches = piece.to_batches()
+            for batch in batches:
+                writer.write_batch(batch)
+            references.append(Spilled(path, written, written + len(batches)))
+            written += len(batches)
+        if writer is not None:
+            writer.close()
+    return references
+
+
+def spilled(table: pa.Table, to: Optional[SpillTo]):
+    """`table` itself, or a Spilled reference to a copy of it when `to` says so."""
+    if not _spills(table, to) or not table.num_rows:
+        return table
+    return write([table], to.directory)[0]
+
+
+def split_spilled(table: pa.Table, shards: np.ndarray, to: Optional[SpillTo]):
+    """Yields (shard, rows of `table` in that shard, rows in table order) for every shard
+    that has rows, as `sharding.split_table` does; when `to` says so, the pieces are written
+    to one file and each is a Spilled reference."""
+    pieces = list(sharding.split_table(table, shards))
+    if not _spills(table, to) or not pieces:
+        yield from pieces
+        return
+    yield from zip((shard for shard, _ in pieces),
+                   write((rows for _, rows in pieces), to.directory))
+
+
+def load(value):
+    """The table a grouped value stands for: a Spilled reference read back (memory-mapped
+    when local, else only its batches' byte ranges), anything else (a table, None) as it
+    is."""
+    if not isinstance(value, Spilled):
+        return value
+    if _local(value.path):
+        return _batches(pa.memory_map(value.path.removeprefix("file://")), value)
+    with FileSystems.open(value.path,
+                          compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return _batches(pa.PythonFile(handle, mode="r"), value)
+
+
+def _local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
+
+
+def _batches(source, value: Spilled) -> pa.Table:
+    reader = pa.ipc.open_file(source)
+    return pa.Table.from_batches(
+        [reader.get_batch(i) for i in range(value.start, value.stop)], reader.schema)

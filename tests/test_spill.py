@@ -1,0 +1,106 @@
+"""Tables grouped through files of the run (pipelines/io/spill.py): the same rows in the same
+order as grouped inline, on every runner, and no file of them published."""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipelines.io import publish, sharding, spill
+from tests.helpers import assert_tables_equal, run_text_config
+
+TABLES = ("machines", "instances", "usage", "dead_letters", "source_counts")
+
+
+def _table(n: int, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"key": rng.integers(0, 7, n), "x": rng.random(n),
+                     "text": [f"row {i}" for i in range(n)],
+                     "values": [[float(i)] * (i % 3) for i in range(n)]})
+
+
+def test_split_spilled_gives_split_table_rows_in_order(tmp_path):
+    table = _table(1000)
+    shards = sharding.shard_of_ints(table.column("key").to_numpy(), 5)
+    expected = list(sharding.split_table(table, shards))
+    got = list(spill.split_spilled(table, shards, spill.SpillTo(str(tmp_path), 0)))
+    assert [shard for shard, _ in got] == [shard for shard, _ in expected]
+    assert all(isinstance(value, spill.Spilled) for _, value in got)
+    assert len({value.path for _, value in got}) == 1  # the table is written once
+    for (_, value), (_, rows) in zip(got, expected):
+        assert spill.load(value).equals(rows)
+
+
+def test_small_tables_and_runs_without_a_spill_directory_stay_inline(tmp_path):
+    table = _table(10)
+    to = spill.SpillTo(str(tmp_path), table.nbytes + 1)
+    assert spill.spilled(table, to) is table
+    assert spill.spilled(table, None) is table
+    assert [s for s, _ in spill.split_spilled(table, np.zeros(10, np.int64), None)] == [0]
+    assert not os.listdir(tmp_path)
+    assert spill.load(None) is None and spill.load(table) is table
+
+
+def test_spilled_round_trip_and_empty_table(tmp_path):
+    table = pa.concat_tables([_table(100), _table(50, seed=1)])  # two record batches
+    to = spill.SpillTo(str(tmp_path), 0)
+    reference = spill.spilled(table, to)
+    assert reference == spill.Spilled(reference.path, 0, 2)
+    assert spill.load(reference).equals(table)
+    assert spill.spilled(table.slice(0, 0), to).num_rows == 0  # inline
+    assert list(spill.split_spilled(table.slice(0, 0), np.zeros(0, np.int64), to)) == []
+
+
+def test_a_remote_spilled_piece_is_read_by_its_batches_alone(tmp_path, monkeypatch):
+    table = _table(300)
+    shards = np.arange(300) % 3
+    pieces = list(spill.split_spilled(table, shards, spill.SpillTo(str(tmp_path), 0)))
+    assert [value[1:] for _, value in pieces] == [(0, 1), (1, 2), (2, 3)]
+    # As on gs://: through a file handle, not a memory map.
+    monkeypatch.setattr(spill, "_local", lambda path: False)
+    monkeypatch.setattr(spill.pa, "memory_map", None)
+    for (_, value), (_, rows) in zip(pieces, sharding.split_table(table, shards)):
+        assert spill.load(value).equals(rows)
+
+
+def test_no_spill_directory_outside_a_run():
+    assert spill.spill_to() is None
+
+
+# The synthetic trace, generated into the run and read by the Google v3 source.
+CONFIG = """
+    synthetic { machines: 3 days: 0.5 seed: 0 }
+    output { num_shards: 2 }
+"""
+
+
+@pytest.fixture(scope="module")
+def inline_tables(tmp_path_factory):
+    """The source's canonical tables with every table grouped inline (the reference)."""
+    tmp_path = tmp_path_factory.mktemp("inline")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(spill, "spill_to", lambda: None)
+        return run_text_config(CONFIG, tmp_path)
+
+
+@pytest.mark.parametrize("beam_args", [
+    ["--runner=DirectRunner", "--direct_running_mode=in_memory"],
+    ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+     "--direct_num_workers=2"],
+], ids=["in_memory", "multi_processing"])
+def test_every_table_spilled_gives_the_same_tables(inline_tables, tmp_path, monkeypatch,
+                                                   beam_args):
+    written = []
+    write = spill.write
+    monkeypatch.setattr(spill, "MIN_SPILL_BYTES", 0)  # every table, however small
+    monkeypatch.setattr(spill, "write", lambda *a: written.append(write(*a)) or written[-1])
+    out = tmp_path / "out"
+    got = run_text_config(CONFIG, out, beam_args)
+    assert_tables_equal(got, inline_tables, TABLES)
+    if "in_memory" in beam_args[-1]:
+        assert written  # the spill files were written in this process ...
+    # ... and go with the staging area: nothing of them is published or left behind.
+    files = [os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs]
+    assert files and not [f for f in files if f.endswith(".arrow")]
+    assert not [f for f in files if os.path.join(publish.STATE_DIR, "staging") in f]
