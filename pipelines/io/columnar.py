@@ -493,6 +493,11 @@ def supports(fmt: int) -> bool:
     return fmt in (Format.JSON, Format.CSV, Format.PARQUET)
 
 
+def _parse_table(table: pa.Table, columnar: ColumnarParser):
+    for batch in table.to_batches():
+        yield from parse_arrow_batch(batch, columnar)
+
+
 class ParseTables(beam.PTransform):
     """PCollection[pa.Table] (rows as the trace's nested records, e.g. read from BigQuery) →
     {rows, dead_letters, counts} PCollections, checked and parsed like Parquet batches."""
@@ -504,9 +509,7 @@ class ParseTables(beam.PTransform):
     def expand(self, tables):
         return (
             tables
-            | "Parse" >> beam.FlatMap(lambda table, columnar: (
-                pair for batch in table.to_batches()
-                for pair in parse_arrow_batch(batch, columnar)), self._columnar)
+            | "Parse" >> beam.FlatMap(_parse_table, self._columnar)
             | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))
 
 
