@@ -439,9 +439,12 @@ _REPLAY_KEY_FIELDS = [
     column("policy", pa.string(), "the placement policy (registry name or plug-in name)",
            nullable=False),
     column("lifetime_source", pa.string(), "the lifetimes the policy sees: oracle, "
-           "noisy_oracle_<accuracy>, uptime_model or one_shot_model", nullable=False),
+           "noisy_oracle_<accuracy> (noisy_oracle_<accuracy>_seed<seed> with a seed of its "
+           "own), uptime_model or one_shot_model", nullable=False),
     column("noisy_oracle_accuracy", pa.float64(), "the noisy oracle's accuracy, 0-1 (null for "
            "other sources), for accuracy sweeps"),
+    column("noisy_oracle_seed", pa.int64(), "the seed of the noisy oracle's per-VM draws "
+           "(placement.seed unless the source sets one; null for other sources)"),
     column("defrag", pa.string(), "none, lars_lifetime or lars_baseline", nullable=False),
 ]
 PLACEMENT_PCT_METRICS = ("empty_hosts_pct", "upper_bound_empty_hosts_pct",

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from policies.replay.lifetime_source import NoisyOracleLifetimes
 from predictors.lifetime.noisy_oracle import CAP_S, NoisyOracle
 
 LIFETIMES_S = np.geomspace(60.0, 7 * 86400.0, 20_000)
@@ -49,3 +50,19 @@ def test_apply_uses_the_given_errors():
 def test_accuracy_outside_unit_interval_is_rejected(accuracy):
     with pytest.raises(ValueError, match="accuracy"):
         NoisyOracle(accuracy)
+
+
+def test_the_error_is_added_in_the_log10_domain_and_the_source_repredicts_with_it():
+    oracle = NoisyOracle(accuracy=0.5, seed=4)
+    error = oracle.log10_errors(len(LIFETIMES_S))
+    log_domain = np.minimum(10.0 ** (np.log10(LIFETIMES_S) + error), CAP_S)
+    np.testing.assert_allclose(oracle.apply(LIFETIMES_S, error), log_domain, rtol=1e-12)
+    # The replay's source: the same error on the true remaining lifetime at every uptime,
+    # floored at a second (log10 of 0 is -inf).
+    source = NoisyOracleLifetimes(LIFETIMES_S, accuracy=0.5, seed=4)
+    vms = np.arange(len(LIFETIMES_S))
+    uptime_s = LIFETIMES_S * np.linspace(0.0, 1.5, len(LIFETIMES_S))
+    remaining_s = np.maximum(LIFETIMES_S - uptime_s, 1.0)
+    np.testing.assert_allclose(source.predict_remaining_s(vms, uptime_s),
+                               np.minimum(10.0 ** (np.log10(remaining_s) + error), CAP_S),
+                               rtol=1e-12)

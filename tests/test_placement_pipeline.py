@@ -86,8 +86,9 @@ def run(tmp_path_factory):
     return tables, pathlib.Path(output_dir)
 
 
-def direct_replays(pool):
-    """The replays of `pool` computed with `simulate` on the arrays the stage should build."""
+def direct_replays(pool, noisy_seed=3):
+    """The replays of `pool` computed with `simulate` on the arrays the stage should build;
+    the noisy oracle's draws use `noisy_seed` (PLACEMENT_TEXT's placement.seed)."""
     rows = [r for r in instance_rows() if r["pool"] == pool and
             not r["instance_id"].startswith("bad")]
     rows.sort(key=lambda r: (r["start_time"], r["instance_id"]))
@@ -101,7 +102,7 @@ def direct_replays(pool):
     config = run_config.parse_config(f"placement {{ {PLACEMENT_TEXT} }}").placement
     sources = {"oracle": OracleLifetimes(trace.lifetime_s()),
                "noisy_oracle_0.7": NoisyOracleLifetimes(
-                   trace.lifetime_s(), 0.7, seed=pools.pool_seed(3, pool))}
+                   trace.lifetime_s(), 0.7, seed=pools.pool_seed(noisy_seed, pool))}
     results = {}
     for label, source in sources.items():
         for policy in (BestFit(), Nilas(), Lava()):
@@ -173,6 +174,51 @@ def test_outputs_equal_simulate_on_the_same_arrays(run, pool):
                                    - result.summary["empty_hosts_pct"])
 
 
+def test_a_noisy_oracle_with_a_seed_of_its_own_replays_with_those_draws(tmp_path):
+    text = (f"placement {{ policy: BEST_FIT policy: NILAS "
+            f"lifetime_source {{ noisy_oracle_accuracy: 0.7 }} "
+            f"lifetime_source {{ noisy_oracle_accuracy: 0.7 noisy_oracle_seed: 5 }} "
+            f"warmup_s: {WARMUP_S} sample_period_s: {SAMPLE_PERIOD_S} "
+            f"stranding_every: {STRANDING_EVERY} seed: 3 }}")
+    tables, _ = run_on_loaded_tables(tmp_path, {"instances": instance_rows(),
+                                                "machines": MACHINES}, text, "noisy_seeds")
+    summary = tables["placement_summary"]
+    seeds = dict(zip(summary["lifetime_source"], summary["noisy_oracle_seed"]))
+    assert seeds == {"noisy_oracle_0.7": 3, "noisy_oracle_0.7_seed5": 5}
+    assert set(tables["placement_timeseries"]["noisy_oracle_seed"]) == {3, 5}
+    for label, seed in seeds.items():
+        _, results = direct_replays("b", noisy_seed=seed)
+        expected = results["nilas", "noisy_oracle_0.7"]
+        (row,) = summary[(summary["pool"] == "b") & (summary["policy"] == "nilas")
+                         & (summary["lifetime_source"] == label)].to_dict("records")
+        assert row["placements"] == expected.summary["placements"]
+        for name in schemas.PLACEMENT_PCT_METRICS:
+            np.testing.assert_allclose(row[name], expected.summary[name])
+    # The two draws place differently (or the test would not tell the seeds apart).
+    series = tables["placement_timeseries"]
+    nilas_b = series[(series["pool"] == "b") & (series["policy"] == "nilas")]
+    by_seed = [rows.sort_values("time")["empty_hosts"].to_numpy()
+               for _, rows in nilas_b.groupby("noisy_oracle_seed")]
+    assert not np.array_equal(*by_seed)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("lifetime_source { oracle: true noisy_oracle_seed: 1 }",
+     "placement.lifetime_source[0].noisy_oracle_seed: is only for a noisy_oracle_accuracy "
+     "source"),
+    ("lifetime_source { noisy_oracle_accuracy: 0.5 noisy_oracle_seed: -1 }",
+     "placement.lifetime_source[0].noisy_oracle_seed: must be >= 0, got -1"),
+    ("lifetime_source { noisy_oracle_accuracy: 0.5 noisy_oracle_seed: 2 } "
+     "lifetime_source { noisy_oracle_accuracy: 0.5 noisy_oracle_seed: 2 }",
+     "placement.lifetime_source[1]: repeats lifetime_source[0] (noisy_oracle_0.5_seed2)"),
+    ("lifetime_source { oracle: true } lifetime_source { oracle: true }",
+     "placement.lifetime_source[1]: repeats lifetime_source[0] (oracle)"),
+])
+def test_lifetime_sources_that_cannot_run_name_the_field(text, problem):
+    config = run_config.parse_config(f"synthetic {{}} placement {{ policy: NILAS {text} }}")
+    assert problem in [str(p) for p in run_config.validate(config)]
+
+
 def test_hosts_from_a_shape_and_a_count_or_the_peak_demand():
     # Four VMs of 4 cores: at most 3 alive at once (12 cores) -> 12 / (8 * 0.5) = 3 hosts.
     trace = PlacementTrace(np.array([0, 1, 2, 10]) * S, np.array([5, 6, 7, 20]) * S,
@@ -229,6 +275,44 @@ def test_policies_that_read_no_lifetime_are_replayed_once_for_every_source():
                          for source in sources)
         assert np.array_equal(first.host_of_vm, second.host_of_vm) == same
         assert (first.summary == second.summary) == same
+
+
+def test_replays_are_fanned_out_longest_first_with_their_config_indexes():
+    config = run_config.parse_config(
+        "placement { policy: BEST_FIT policy: LA policy: NILAS "
+        "lifetime_source { oracle: true } lifetime_source { noisy_oracle_accuracy: 0.7 } "
+        "lifetime_source { uptime_model: true } "
+        "lars { policy: NILAS order: LIFETIME empty_hosts_threshold_pct: 5 } }").placement
+    specs = replays.replay_specs(config)
+    ordered = replays.longest_first(specs, config)
+    got = [(s.policy, s.lifetimes.label, s.defrag) for _, s in ordered]
+    noisy = "noisy_oracle_0.7"
+    # NILAS repredicts the noisy oracle (numpy batches), then the uptime model's curves; LA
+    # asks a model once; Best-Fit reads no lifetime and LA's noisy oracle is asked once.
+    assert got == [("nilas", noisy, "none"), ("nilas", noisy, "lars_lifetime"),
+                   ("nilas", "uptime_model", "none"), ("nilas", "uptime_model", "lars_lifetime"),
+                   ("la", "uptime_model", "none"),
+                   ("best_fit", "oracle", "none"), ("la", "oracle", "none"),
+                   ("la", noisy, "none"), ("nilas", "oracle", "none"),
+                   ("nilas", "oracle", "lars_lifetime")]
+    # Every replay once, under its index in the config's order.
+    assert sorted(i for i, _ in ordered) == list(range(len(specs)))
+    assert all(specs[i] is spec for i, spec in ordered)
+
+
+def test_model_sources_are_built_once_per_key_and_the_least_recently_used_goes_first():
+    built = []
+    sources = replays.ModelSources(max_sources=2)
+
+    def get(key):
+        return sources.get(key, lambda: built.append(key) or f"source {key}")
+
+    assert [get("a"), get("b"), get("a")] == ["source a", "source b", "source a"]
+    assert built == ["a", "b"]
+    get("c")  # drops "b", used least recently
+    get("a")
+    get("b")
+    assert built == ["a", "b", "c", "b"]
 
 
 def test_lars_baseline_alone_still_replays_the_lifetime_order_unreported():

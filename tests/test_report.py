@@ -12,7 +12,7 @@ from pipelines import config as run_config
 import numpy as np
 import pandas as pd
 
-from pipelines.report import overcommit, shaping
+from pipelines.report import overcommit, placement, shaping
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 SCREENSHOT = pathlib.Path("/tmp/fleetcast_report.png")
@@ -153,3 +153,24 @@ def test_shaping_summary_keeps_the_baseline_and_each_policys_smallest_and_best_c
     assert np.isnan(table["k1"][0]) and list(table["k1"][1:]) == [0.0, 0.5]
     assert list(table["turnaround_speedup_vs_baseline"]) == [1.0, 3.0, 5.0]
     assert list(table["failed_applications_pct"]) == [0.0, 15.0, 0.0]
+
+
+def test_accuracy_sweep_draws_each_accuracys_mean_over_seeds_with_their_range():
+    rows = [("nilas", "oracle", np.nan, np.nan, 3.0)]
+    for seed, gains in ((0, (1.0, 2.0)), (1, (0.5, 1.0)), (2, (0.0, 1.5))):
+        for accuracy, gain in zip((0.6, 0.9), gains):
+            rows.append(("nilas", f"noisy_oracle_{accuracy:g}_seed{seed}", accuracy, seed,
+                         gain))
+    summary = pd.DataFrame(rows, columns=["policy", "lifetime_source", "noisy_oracle_accuracy",
+                                          "noisy_oracle_seed",
+                                          "empty_hosts_pct_vs_best_fit_pp"])
+    summary["pool"], summary["defrag"] = "p", "none"
+    ax = placement.accuracy_sweep(summary, "p").axes[0]
+    (line,) = ax.get_lines()[:1]
+    np.testing.assert_allclose(line.get_xdata(), [0.6, 0.9, 1.0])
+    np.testing.assert_allclose(line.get_ydata(), [0.5, 1.5, 3.0])
+    # One error bar per accuracy, from the least to the largest gain of its seeds.
+    (bars,) = [c for c in ax.collections if len(c.get_segments()) == 3]
+    np.testing.assert_allclose([segment[:, 1] for segment in bars.get_segments()],
+                               [[0.0, 1.0], [1.0, 2.0], [3.0, 3.0]])
+    assert "mean and range over 3 seeds" in ax.get_title()

@@ -99,23 +99,32 @@ def summary_bars(summary: pd.DataFrame, pool: str):
 
 def accuracy_sweep(summary: pd.DataFrame, pool: str):
     """Empty hosts vs Best-Fit (pp) against the noisy oracle's accuracy (the oracle at 1),
-    per policy; None without noisy-oracle replays."""
+    per policy: the mean over the accuracy's seeds, with their range as an error bar when
+    there are several; None without noisy-oracle replays."""
     plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")].copy()
     plain["accuracy"] = plain["noisy_oracle_accuracy"].where(
         plain["lifetime_source"] != "oracle", 1.0)
     sweep = plain.dropna(subset=["accuracy"])
     if sweep["noisy_oracle_accuracy"].nunique() == 0:
         return None
+    gains = (sweep.groupby(["policy", "accuracy"])["empty_hosts_pct_vs_best_fit_pp"]
+             .agg(["mean", "min", "max"]).reset_index())
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (policy, rows) in enumerate(sweep.groupby("policy", sort=True)):
-        rows = rows.sort_values("accuracy")
-        ax.plot(rows["accuracy"], rows["empty_hosts_pct_vs_best_fit_pp"], label=policy,
-                **dict(line_style(i), markevery=1))
+    for i, (policy, rows) in enumerate(gains.groupby("policy", sort=True)):
+        style = dict(line_style(i), markevery=1)
+        ax.plot(rows["accuracy"], rows["mean"], label=policy, **style)
+        ax.errorbar(rows["accuracy"], rows["mean"], capsize=2, linestyle="none",
+                    color=style["color"], yerr=[rows["mean"] - rows["min"],
+                                                rows["max"] - rows["mean"]])
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("noisy-oracle accuracy (1 = oracle)")
     ax.set_ylabel("empty hosts vs Best-Fit (pp)")
+    # Results written before the seed column existed have one seed per accuracy.
+    seeds = (sweep.groupby("accuracy")["noisy_oracle_seed"].nunique().max()
+             if "noisy_oracle_seed" in sweep else 1)
+    spread = f", mean and range over {seeds} seeds" if seeds > 1 else ""
     ax.set_title(f"Accuracy sweep (001 Fig. 15): pool {pool}, "
-                 f"{sweep['accuracy'].nunique()} accuracies")
+                 f"{sweep['accuracy'].nunique()} accuracies{spread}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -60,7 +60,13 @@ class LifetimeSource(Protocol):
 
 def to_exit_us(now_us: int, remaining_s: np.ndarray) -> np.ndarray:
     """Predicted exit times (int64 us) of VMs with `remaining_s` left at `now_us`."""
-    return now_us + np.rint(np.maximum(remaining_s, 0.0) * US_PER_S).astype(np.int64)
+    return now_us + to_remaining_us(remaining_s)
+
+
+def to_remaining_us(remaining_s: np.ndarray) -> np.ndarray:
+    """Remaining lifetimes `remaining_s` (float64, seconds; negative counts as 0) as int64 us,
+    rounded to the nearest."""
+    return np.rint(np.maximum(remaining_s, 0.0) * US_PER_S).astype(np.int64)
 
 
 class OracleLifetimes:
@@ -83,11 +89,12 @@ class NoisyOracleLifetimes:
     def __init__(self, lifetime_s: np.ndarray, accuracy: float, seed: int = 0):
         self._lifetime_s = np.asarray(lifetime_s, dtype=np.float64)
         self._oracle = NoisyOracle(accuracy, seed)
-        self._log10_error = self._oracle.log10_errors(len(self._lifetime_s))
+        self._factor = 10.0 ** self._oracle.log10_errors(len(self._lifetime_s))
 
     def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
-        remaining_s = np.maximum(self._lifetime_s[vm_index] - uptime_s, 0.0)
-        return self._oracle.apply(remaining_s, self._log10_error[vm_index])
+        # `scale` floors the remaining lifetime at a second, so it is never negative.
+        return self._oracle.scale(self._lifetime_s[vm_index] - uptime_s,
+                                  self._factor[vm_index])
 
 
 class ModelLifetimes:
@@ -273,7 +280,7 @@ class HostExitCache:
         num_vms = sum(map(len, vms))
         vm_index = np.fromiter(itertools.chain.from_iterable(vms), np.int64, num_vms)
         uptime_s = (now_us - self._arrival_us[vm_index]) / US_PER_S
-        remaining_us = to_exit_us(0, self._source.predict_remaining_s(vm_index, uptime_s))
+        remaining_us = to_remaining_us(self._source.predict_remaining_s(vm_index, uptime_s))
         self.num_predictions += num_vms
         remaining_us = remaining_us.tolist()
         # Every VM of the host has a new remaining lifetime from `now_us` on.

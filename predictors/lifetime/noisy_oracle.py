@@ -46,13 +46,20 @@ class NoisyOracle:
         sigma = np.where(correct, self.correct_sigma_log10, self.wrong_sigma_log10)
         return rng.standard_normal(num_vms) * sigma
 
+    def scale(self, lifetime_s: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        """`lifetime_s` (float64[K], seconds) times `factor` (float64[K], 10 ** the log10
+        error), capped: a new array."""
+        # Adding the error to the log10 lifetime, as a product: the placement replay calls
+        # this once per reprediction batch, with the factors computed once per VM.
+        noisy = np.maximum(lifetime_s, MIN_LIFETIME_S)
+        noisy *= factor
+        # A product with a power of 10 is never below the lower cap 0, so only the upper
+        # cap applies; np.minimum is several µs cheaper per call than np.clip.
+        return np.minimum(noisy, self.cap_s, out=noisy)
+
     def apply(self, lifetime_s: np.ndarray, log10_error: np.ndarray) -> np.ndarray:
         """Perturbs `lifetime_s` (float64[K], seconds) by `log10_error` (float64[K]) and caps."""
-        log10_lifetime = np.log10(np.maximum(lifetime_s, MIN_LIFETIME_S))
-        # A power of 10 is never below the lower cap 0, so only the upper cap applies;
-        # np.minimum is several µs cheaper per call than np.clip (the placement replay
-        # calls this once per reprediction batch).
-        return np.minimum(10.0 ** (log10_lifetime + log10_error), self.cap_s)
+        return self.scale(lifetime_s, 10.0 ** log10_error)
 
     def predict(self, lifetime_s: np.ndarray) -> np.ndarray:
         """Noisy lifetimes (seconds) of true lifetimes `lifetime_s` float64[V] (VM i: draw i)."""

@@ -39,7 +39,9 @@ from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool
 from pipelines.stages.placement.replays import (
     SUMMARY,
     TIMESERIES,
+    ModelSources,
     fan_out,
+    longest_first,
     replay,
     replay_specs,
     with_baseline_differences,
@@ -47,6 +49,22 @@ from pipelines.stages.placement.replays import (
 from pipelines.stages.placement.validation import validate_config
 
 __all__ = ["PlacementStage", "validate_config"]
+
+
+class ReplayFn(beam.DoFn):
+    """One replay per element (`replays.replay`); the trained models' lifetime sources are
+    built once per worker and pool (`ModelSources`), not once per replay."""
+
+    def __init__(self, config, staged_dirs):
+        self._config = config
+        self._staged_dirs = staged_dirs
+
+    def setup(self):
+        self._model_sources = ModelSources()
+
+    def process(self, element, pools, model_tables=()):
+        yield from replay(element, self._config, pools, model_tables, self._staged_dirs,
+                          self._model_sources)
 
 
 class PlacementStage(beam.PTransform):
@@ -78,12 +96,12 @@ class PlacementStage(beam.PTransform):
         pools = beam.pvalue.AsDict(prepared[POOLS] | "KeyPools" >> beam.Map(
             lambda pool_input: (pool_input.pool, pool_input)))
         replays = (prepared[POOLS]
-                   | "FanOut" >> beam.FlatMap(fan_out, specs)
+                   | "FanOut" >> beam.FlatMap(fan_out, longest_first(specs, config))
                    # Spreads the replays over workers (a fan-out alone stays on one).
                    | "GroupReplays" >> beam.GroupByKey()
                    # The models are staged until the run publishes (pipelines/io/publish.py).
-                   | "Replay" >> beam.FlatMap(replay, config, pools, *side,
-                                              staged_dirs=publish.staged_dirs())
+                   | "Replay" >> beam.ParDo(ReplayFn(config, publish.staged_dirs()), pools,
+                                            *side)
                    | "SplitReplays" >> SplitByTag((TIMESERIES, SUMMARY)))
         summary = (replays[SUMMARY]
                    | "KeySummaries" >> beam.Map(lambda s: (s[0], (s[1], s[2])))

@@ -2,9 +2,10 @@
 policy, lifetime source and LARS of a replay, its summary row and the paired LARS baseline
 rows, and the differences vs Best-Fit."""
 
+import collections
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -44,24 +45,38 @@ UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
 @dataclasses.dataclass(frozen=True)
 class LifetimeSpec:
     """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model or
-    one_shot_model; `accuracy` only for the noisy oracle."""
+    one_shot_model; `accuracy` and `seed` only for the noisy oracle (`seed` None: the
+    placement config's seed)."""
     kind: str
     accuracy: Optional[float] = None
+    seed: Optional[int] = None
 
     @property
     def label(self) -> str:
-        return f"noisy_oracle_{self.accuracy:g}" if self.kind == "noisy_oracle" else self.kind
+        if self.kind != "noisy_oracle":
+            return self.kind
+        seed = "" if self.seed is None else f"_seed{self.seed}"
+        return f"noisy_oracle_{self.accuracy:g}{seed}"
 
     @property
     def uses_model(self) -> bool:
         """True for the trained models' sources, which need the instance rows."""
         return self.kind in ("uptime_model", "one_shot_model")
 
+    def noisy_oracle_seed(self, config) -> Optional[int]:
+        """The seed of a noisy oracle's draws under `config` (PlacementConfig); None for
+        other sources."""
+        if self.kind != "noisy_oracle":
+            return None
+        return config.seed if self.seed is None else self.seed
+
     @classmethod
     def of(cls, message) -> "LifetimeSpec":
         which = message.WhichOneof("source")
         if which == "noisy_oracle_accuracy":
-            return cls("noisy_oracle", message.noisy_oracle_accuracy)
+            seed = (message.noisy_oracle_seed if message.HasField("noisy_oracle_seed")
+                    else None)
+            return cls("noisy_oracle", message.noisy_oracle_accuracy, seed)
         return cls(which)
 
 
@@ -140,11 +155,44 @@ def make_policy(name: str, config):
     return PLACEMENT_POLICIES[name].build(config)
 
 
-def fan_out(pool_input: PoolInput, specs: Sequence[ReplaySpec]):
-    """One ((pool, replay index), ReplaySpec) element per replay. The pool's data reaches
-    the replays as a side input: a copy per element would cross the runner's data plane
-    once per replay (tens of MB each, at ~20 MB/s between DirectRunner processes)."""
-    for i, spec in enumerate(specs):
+# Cost ranks of replays (higher: longer), from the replay times of
+# configs/azure_placement.textproto on 2 cores: a lifetime-aware policy repredicting the
+# noisy oracle (numpy batches) 20-26 s, repredicting the uptime model's curves 14-17 s; a
+# trained model's source (loaded, instance rows encoded) 8-16 s; the rest 4-9 s.
+_REPREDICTED_COST_RANK = {"noisy_oracle": 3, "uptime_model": 2}
+_MODEL_COST_RANK = 1
+
+
+def cost_rank(spec: ReplaySpec, config) -> int:
+    """A rough rank of how long `spec`'s replay takes: 0 (short) to 3 (longest)."""
+    policy = make_policy(spec.policy, config)
+    repredicted = not getattr(policy, "one_shot", False) and (
+        getattr(policy, "uses_exit_estimates", True) or spec.defrag != NO_DEFRAG)
+    if repredicted and spec.lifetimes.kind in _REPREDICTED_COST_RANK:
+        return _REPREDICTED_COST_RANK[spec.lifetimes.kind]
+    return _MODEL_COST_RANK if spec.lifetimes.uses_model else 0
+
+
+def longest_first(specs: Sequence[ReplaySpec], config) -> List[Tuple[int, ReplaySpec]]:
+    """(replay index, spec) of every replay, by decreasing `cost_rank`, in config order
+    within a rank.
+
+    The multi-process DirectRunner deals the keys of a grouping to its workers in turn, in
+    the order they arrive, and each worker runs its share in that order: in config order
+    the long replays (NILAS and LAVA with repredicted lifetimes, listed last) pile up at the
+    end and one worker ran the last 45 s alone. Longest first, both workers get alike
+    shares, and a runner that balances work itself starts the long ones first."""
+    ranks = [cost_rank(spec, config) for spec in specs]
+    order = sorted(range(len(specs)), key=lambda i: -ranks[i])
+    return [(i, specs[i]) for i in order]
+
+
+def fan_out(pool_input: PoolInput, replays: Sequence[Tuple[int, ReplaySpec]]):
+    """One ((pool, replay index), ReplaySpec) element per (index, spec) of `replays`, in
+    that order (`longest_first`). The pool's data reaches the replays as a side input: a
+    copy per element would cross the runner's data plane once per replay (tens of MB each,
+    at ~20 MB/s between DirectRunner processes)."""
+    for i, spec in replays:
         yield (pool_input.pool, i), spec
 
 
@@ -160,27 +208,65 @@ def model_path(model_tables: Sequence[pa.Table], name: str,
     raise ValueError(f"placement: the lifetime stage saved no {name!r} model")
 
 
+class ModelSources:
+    """The trained models' lifetime sources of a worker's recent pools, each built once (the
+    model loaded, the pool's instance rows encoded and predicted: 1.5-2.5 CPU-s on the Azure
+    sample) and shared by the replays that use it.
+
+    Sharing changes no decision: a replay only reads a source (`simulate` wraps it where a
+    replay keeps state), and a curve cell evaluated on demand holds the model's answer
+    whichever replay asks first.
+
+    Args:
+      max_sources: how many sources to keep; the least recently used goes first.
+    """
+
+    def __init__(self, max_sources: int = 4):
+        self.max_sources = max_sources
+        self._sources = collections.OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], object]):
+        """The source under `key`, built by `build()` if not kept."""
+        source = self._sources.pop(key, None)
+        if source is None:
+            source = build()
+        self._sources[key] = source
+        while len(self._sources) > self.max_sources:
+            self._sources.popitem(last=False)
+        return source
+
+
 def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
                     model_tables: Sequence[pa.Table],
-                    staged_dirs: Optional[Dict[str, str]] = None):
+                    staged_dirs: Optional[Dict[str, str]] = None,
+                    model_sources: Optional[ModelSources] = None):
     """The replay's lifetime source for `spec` on `pool_input`'s VMs (a model source loads
-    the model from `model_path`)."""
+    the model from `model_path`, or takes it from `model_sources` if kept there)."""
     lifetime_s = pool_input.trace.lifetime_s()
     if spec.kind == "oracle":
         return OracleLifetimes(lifetime_s)
     if spec.kind == "noisy_oracle":
-        return NoisyOracleLifetimes(lifetime_s, spec.accuracy,
-                                    seed=pool_seed(config.seed, pool_input.pool))
+        return NoisyOracleLifetimes(lifetime_s, spec.accuracy, seed=pool_seed(
+            spec.noisy_oracle_seed(config), pool_input.pool))
+    name = UPTIME_MODEL_NAME if spec.kind == "uptime_model" else LA_CLASSIFIER_NAME
+    path = model_path(model_tables, name, staged_dirs)
+    if model_sources is None:
+        return _model_source(spec.kind, path, pool_input)
+    return model_sources.get((pool_input.pool, spec.kind, path),
+                             lambda: _model_source(spec.kind, path, pool_input))
+
+
+def _model_source(kind: str, path: str, pool_input: PoolInput):
+    """The `kind` source (uptime_model, one_shot_model) of the model saved at `path`."""
     # The model classes need LightGBM: imported only when a model source is configured.
     from pipelines.stages.lifetime import load_model
     from predictors.lifetime.curves import curves_for_saved_model
     frame = pool_input.instances.to_pandas()
-    if spec.kind == "uptime_model":
+    if kind == "uptime_model":
         # Exact lifetime curves: every VM's curve in one batched call, repredictions are
         # lookups; a model whose booster, age grid or features do not match says so.
-        path = model_path(model_tables, UPTIME_MODEL_NAME, staged_dirs)
         return curves_for_saved_model(load_model(path), frame, path)
-    classifier = load_model(model_path(model_tables, LA_CLASSIFIER_NAME, staged_dirs))
+    classifier = load_model(path)
     return ClassifierLifetimes(classifier.predict_long(frame), classifier.threshold_s)
 
 
@@ -225,10 +311,13 @@ def paired_baseline_rows(row: dict, lars: Lars, pool_input: PoolInput, series, c
     return rows
 
 
-def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int) -> dict:
+def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int, config) -> dict:
+    lifetimes = spec.lifetimes
     return {"pool": [pool_input.pool] * n, "policy": [spec.policy] * n,
-            "lifetime_source": [spec.lifetimes.label] * n,
-            "noisy_oracle_accuracy": [spec.lifetimes.accuracy] * n, "defrag": [spec.defrag] * n}
+            "lifetime_source": [lifetimes.label] * n,
+            "noisy_oracle_accuracy": [lifetimes.accuracy] * n,
+            "noisy_oracle_seed": [lifetimes.noisy_oracle_seed(config)] * n,
+            "defrag": [spec.defrag] * n}
 
 
 def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
@@ -238,11 +327,13 @@ def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
     return f"{100 * done:.0f} % of the replay window, {state.arrivals:,} arrivals handled"
 
 
-def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged_dirs=None):
+def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged_dirs=None,
+           model_sources: Optional[ModelSources] = None):
     """((pool, i), [ReplaySpec]) → (TIMESERIES, table) if reported and
     (SUMMARY, (pool, summary row, reported)), plus a LARS lifetime replay's paired
     baseline-order rows (SUMMARY only). `pools`: the PoolInput of each pool by name;
-    `staged_dirs`: the run's (`model_path`)."""
+    `staged_dirs`: the run's (`model_path`); `model_sources`: the worker's, if it keeps
+    them."""
     (pool, _), (spec,) = element
     pool_input = pools[pool]
     what = (f"placement replay {spec.policy} / {spec.lifetimes.label} / {spec.defrag} on pool "
@@ -250,12 +341,13 @@ def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged
     state = ReplayProgress()
     with progress.Heartbeat(what, lambda: describe_progress(state, pool_input.start_us,
                                                             pool_input.end_us)):
-        yield from _replay(pool_input, spec, state, config, model_tables, staged_dirs)
+        yield from _replay(pool_input, spec, state, config, model_tables, staged_dirs,
+                           model_sources)
     progress.count("placement.replays_done")
 
 
 def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, config,
-            model_tables, staged_dirs):
+            model_tables, staged_dirs, model_sources):
     defragmenter = make_lars(spec.defrag, config, pool_input.pool)
     trace = pool_input.trace
     mix = (InflationMix.from_demand(trace.demand, config.inflation_max_shapes,
@@ -265,7 +357,8 @@ def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, conf
                if config.HasField("best_fit_weights") else None)
     result = simulate(
         trace, pool_input.spec, make_policy(spec.policy, config),
-        lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs),
+        lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs,
+                        model_sources),
         start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
         sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
         inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
@@ -280,12 +373,12 @@ def _outputs(pool_input: PoolInput, spec: ReplaySpec, result, defragmenter, conf
     lifetime source."""
     series = result.timeseries
     if spec.reported:
-        columns = _key_columns(pool_input, spec, len(series["time_us"]))
+        columns = _key_columns(pool_input, spec, len(series["time_us"]), config)
         columns["time"] = series["time_us"]
         for field in schemas.PLACEMENT_TIMESERIES.names[len(columns):]:
             columns[field] = series[field]
         yield TIMESERIES, pa.table(columns, schema=schemas.PLACEMENT_TIMESERIES)
-    row = summary_row(pool_input, result, spec)
+    row = summary_row(pool_input, result, spec, config)
     progress.count("placement.placements", row["placements"] or 0)
     progress.count("placement.failed_placements", row["failed_placements"] or 0)
     baseline_rows = paired_baseline_rows(row, defragmenter, pool_input, series, config,
@@ -295,11 +388,11 @@ def _outputs(pool_input: PoolInput, spec: ReplaySpec, result, defragmenter, conf
         yield SUMMARY, (pool_input.pool, baseline_row, True)
 
 
-def summary_row(pool_input: PoolInput, result, spec: ReplaySpec) -> dict:
+def summary_row(pool_input: PoolInput, result, spec: ReplaySpec, config) -> dict:
     """The PLACEMENT_SUMMARY row of one replay, without the differences vs Best-Fit."""
     summary, host_of_vm = result.summary, result.host_of_vm
     row = {name: values[0] for name, values in
-           _key_columns(pool_input, spec, 1).items()}
+           _key_columns(pool_input, spec, 1, config).items()}
     row.update(
         num_hosts=pool_input.spec.num_hosts, vms=len(host_of_vm),
         placed_vms=int(np.sum(host_of_vm >= 0)), failed_vms=int(np.sum(host_of_vm == FAILED)),

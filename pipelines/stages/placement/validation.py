@@ -4,6 +4,7 @@
 
 from pipelines.stages.placement.replays import (
     LarsOrder,
+    LifetimeSpec,
     Policy,
     WarmStart,
     policy_name,
@@ -60,11 +61,24 @@ def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
 def _validate_lifetime_sources(check, config, lifetime_model, field: str):
     check.require(len(config.lifetime_source) > 0, f"{field}.lifetime_source",
                   "names no lifetime source")
+    labels = {}
     for i, lifetime in enumerate(config.lifetime_source):
         which = lifetime.WhichOneof("source")
         check.require(which is not None, f"{field}.lifetime_source[{i}]", "names no source")
         if which == "noisy_oracle_accuracy":
             check.fraction(lifetime, "noisy_oracle_accuracy", f"{field}.lifetime_source[{i}]")
+        if lifetime.HasField("noisy_oracle_seed"):
+            check.require(which == "noisy_oracle_accuracy",
+                          f"{field}.lifetime_source[{i}].noisy_oracle_seed",
+                          "is only for a noisy_oracle_accuracy source")
+            check.positive(lifetime, "noisy_oracle_seed", f"{field}.lifetime_source[{i}]",
+                           allow_zero=True)
+        if which is not None:
+            # Replays are keyed by the source's label: two sources alike would collide.
+            label = LifetimeSpec.of(lifetime).label
+            check.require(label not in labels, f"{field}.lifetime_source[{i}]",
+                          f"repeats lifetime_source[{labels.get(label)}] ({label})")
+            labels.setdefault(label, i)
         if which in ("uptime_model", "one_shot_model"):
             check.require(lifetime_model is not None, f"{field}.lifetime_source[{i}]",
                           f"{which} needs a lifetime_model stage")
