@@ -180,7 +180,7 @@ def longest_first(specs: Sequence[ReplaySpec], config) -> List[Tuple[int, Replay
     The multi-process DirectRunner deals the keys of a grouping to its workers in turn, in
     the order they arrive, and each worker runs its share in that order: in config order
     the long replays (NILAS and LAVA with repredicted lifetimes, listed last) pile up at the
-    end and one worker ran the last 45 s alone. Longest first, both workers get alike
+    end and one worker ran the last 46 s alone. Longest first, both workers get alike
     shares, and a runner that balances work itself starts the long ones first."""
     ranks = [cost_rank(spec, config) for spec in specs]
     order = sorted(range(len(specs)), key=lambda i: -ranks[i])
