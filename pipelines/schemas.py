@@ -141,9 +141,8 @@ SOURCE_COUNTS = table("one row per source table: rows read, kept and rejected", 
     column("rejected", pa.int64(), "rows sent to dead_letters (rows)", nullable=False),
 ])
 
-# Lifetime stage (pipelines/stages/lifetime/). Models are named "uptime", "no_uptime",
-# "uptime_lifetime_fractions", "kaplan_meier" and "la_classifier"; times in µs, durations in
-# seconds.
+# Lifetime stage (pipelines/stages/lifetime/). Models are named as in its registry
+# (predictors/lifetime/registry.py); times in µs, durations in seconds.
 _INSTANCE_KEY = ("(instance_id, start_time) is the instance's key in instances, whose "
                  "columns the model's features are derived from")
 LIFETIME_EXAMPLES = table("one row per uptime-augmented training or test example", [
@@ -186,9 +185,10 @@ _AUGMENTATION = column(
     "without uptime examples (Kaplan-Meier, LA classifier)")
 LIFETIME_MODELS = table("one row per trained lifetime model", [
     column("name", pa.string(), "the model: uptime, no_uptime, uptime_lifetime_fractions, "
-           "kaplan_meier or la_classifier", nullable=False),
+           "kaplan_meier, la_classifier, uptime_long_lived, or LAVA's class classifiers "
+           "lava_class_1h, lava_class_10h and lava_class_100h", nullable=False),
     column("kind", pa.string(), "the model class's KIND (uptime_lifetime_model, "
-           "la_classifier, kaplan_meier)", nullable=False),
+           "la_classifier, kaplan_meier, uptime_long_lived_classifier)", nullable=False),
     column("path", pa.string(), "directory of the model's files; "
            "pipelines.stages.lifetime.load_model(path) loads it", nullable=False),
     column("features", pa.list_(pa.string()), "the instance columns the model uses"),
@@ -239,7 +239,9 @@ LIFETIME_LONG_LIVED = table(
     "long_lived_threshold_s\" from the prediction at arrival (001 §3, Table 4)",
     _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _AUGMENTATION])
 
-LIFETIME_LA_CLASSIFIER = table("one row per LA 2-hour classifier (003 Tables 1 and 3)",
+LIFETIME_LA_CLASSIFIER = table("one row per classifier asked at arrival: LA's 2-hour one "
+                               "(003 Tables 1 and 3) and LAVA's class classifiers "
+                               "(threshold_s 1 h, 10 h, 100 h)",
                                _CLASSIFICATION_FIELDS + [_TARGET_RECALL])
 
 _CLASSIFICATION = {f.name: f for f in _CLASSIFICATION_FIELDS}
@@ -440,7 +442,8 @@ _REPLAY_KEY_FIELDS = [
            nullable=False),
     column("lifetime_source", pa.string(), "the lifetimes the policy sees: oracle, "
            "noisy_oracle_<accuracy> (noisy_oracle_<accuracy>_seed<seed> with a seed of its "
-           "own), uptime_model or one_shot_model", nullable=False),
+           "own), uptime_model, one_shot_model or uptime_model_lava_classes (LAVA only)",
+           nullable=False),
     column("noisy_oracle_accuracy", pa.float64(), "the noisy oracle's accuracy, 0-1 (null for "
            "other sources), for accuracy sweeps"),
     column("noisy_oracle_seed", pa.int64(), "the seed of the noisy oracle's per-VM draws "

@@ -38,6 +38,13 @@ the host keeps its state, class and residual VMs (an open host's deadline moves 
 placement as for any placement), so a VM longer-lived than its host's class shows up at the
 deadline like an underprediction and moves the host up a class.
 
+A VM's class is that of its predicted remaining lifetime at arrival, unless the policy is
+given `vm_classes`, one class per VM of the trace from elsewhere: the lifetime stage's
+classifiers of P(lifetime > 1 h, 10 h, 100 h) at arrival (issue 11's "LAVA classes from a
+probability"; placement source uptime_model_lava_classes). The VM's predicted exit still
+ranks hosts within a tier (NILAS), and warm-up hosts still take the class of their longest
+predicted remaining lifetime.
+
 `strict_recycling=True` is the ablation of §4.3's prose, "Recycling hosts only receive VMs
 that are at least one lifetime class lower", read as a hard rule (policy name
 "lava_strict_recycling"): tier 3 then leaves out recycling hosts of the VM's class or lower,
@@ -47,7 +54,7 @@ take it. It is not LAVA: on the Azure sample it fails placements Best-Fit makes.
 
 import bisect
 import operator
-from typing import Sequence
+from typing import Optional, Sequence
 
 from configs.units import US_PER_S
 from policies.nilas import LAST_LEVEL, best_host_by_temporal_cost
@@ -74,15 +81,28 @@ class Lava(PlacementPolicy):
       strict_recycling: False (LAVA, Algorithm 3) ranks recycling hosts of the VM's class or
         lower with the other used hosts; True (the "lava_strict_recycling" ablation of the
         §4.3 prose) never places a VM on them, and fails it if no other host fits.
+      vm_classes: int[V], the class index (0 = LC1) of each VM of the trace, or None to
+        take it from the VM's predicted remaining lifetime at arrival.
     """
 
-    def __init__(self, recycle_fraction: float = 0.9, strict_recycling: bool = False):
+    def __init__(self, recycle_fraction: float = 0.9, strict_recycling: bool = False,
+                 vm_classes: Optional[Sequence[int]] = None):
         if not 0.0 < recycle_fraction <= 1.0:
             raise ValueError(f"recycle_fraction must be in (0, 1], got {recycle_fraction}")
         self.recycle_fraction = recycle_fraction
         self.strict_recycling = strict_recycling
+        self.vm_classes = vm_classes
+        # A list: the hot path indexes it once per arrival.
+        self._vm_classes = None if vm_classes is None else [int(c) for c in vm_classes]
+        if self._vm_classes and not 0 <= min(self._vm_classes) <= max(self._vm_classes) \
+                < NUM_CLASSES:
+            raise ValueError(f"vm_classes must be class indexes 0..{NUM_CLASSES - 1}")
         self.name = "lava_strict_recycling" if strict_recycling else "lava"
         self._bounds_us = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S]
+
+    def with_vm_classes(self, vm_classes: Sequence[int]) -> "Lava":
+        """This LAVA (unbound) with `vm_classes`."""
+        return Lava(self.recycle_fraction, self.strict_recycling, vm_classes)
 
     @staticmethod
     def lifetime_class(remaining_us: int) -> int:
@@ -149,7 +169,9 @@ class Lava(PlacementPolicy):
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         weighted_size = self._pool.weighted_size(demand)
-        vm_class = bisect.bisect_right(_CLASS_EDGES_US, exit_us - now_us)  # lifetime_class
+        vm_classes = self._vm_classes
+        vm_class = (bisect.bisect_right(_CLASS_EDGES_US, exit_us - now_us)  # lifetime_class
+                    if vm_classes is None else vm_classes[vm])
         # Tier 1: recycling hosts of a higher class, the closest class with a fitting host.
         for recycling in self._higher_recycling[vm_class]:
             if recycling.exit_order:
@@ -189,7 +211,8 @@ class Lava(PlacementPolicy):
         state = self._state[host]
         if state == EMPTY:
             state = self._state[host] = OPEN
-            self._class[host] = self.lifetime_class(self._pool.vm_exit_us(vm) - now_us)
+            self._class[host] = (self.lifetime_class(self._pool.vm_exit_us(vm) - now_us)
+                                 if self._vm_classes is None else self._vm_classes[vm])
         if state == OPEN:
             self._set_deadline(host, now_us)
             if self._over_threshold(host):

@@ -3,7 +3,7 @@ sweep of paper 001 App. G.1 (issue 11: why the model's placement gains stay near
 
 On the results of a placement run with the uptime model (e.g. `fleetcast run
 configs/azure_placement.textproto`), this rebuilds the replay's pools and lifetime sources
-with the placement stage's own functions (pipelines/stages/placement/: `prepare_pool`,
+with the placement stage's own functions (pipelines/stages/placement/: `pool_inputs`,
 `lifetime_source`, i.e. the exact lifetime curves of <results>/models/uptime and
 `NoisyOracleLifetimes` seeded per pool as in the replay) and compares predicted with true
 *remaining* lifetimes at a few absolute uptimes. A prediction at uptime u is counted in a
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from configs.units import US_PER_S  # noqa: E402
 from pipelines.config import load_config  # noqa: E402
-from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool  # noqa: E402
+from pipelines.stages.placement.pools import pool_inputs  # noqa: E402
 from pipelines.stages.placement.replays import (  # noqa: E402
     UPTIME_MODEL_NAME,
     LifetimeSpec,
@@ -96,15 +96,6 @@ def equivalent_accuracy(value: float, accuracies: Sequence[float],
 
 def read_table(results_dir: str, name: str) -> pa.Table:
     return pq.read_table(os.path.join(results_dir, name))
-
-
-def replay_pools(instances: pa.Table, config) -> list:
-    """The replay's `PoolInput`s (trace order, rows kept for the model's features)."""
-    pools = []
-    for pool, rows in split_by_pool(instances):
-        element = (pool, {"instances": [rows], "machines": []})
-        pools += [value for tag, value in prepare_pool(element, config, True) if tag == POOLS]
-    return pools
 
 
 def pool_sources(pool_input, config, model_dir: str, accuracies) -> dict:
@@ -216,7 +207,7 @@ def main(argv=None) -> None:
     model_dir = os.path.join(args.results_dir, "models", UPTIME_MODEL_NAME)
     models = read_table(args.results_dir, "lifetime_models").to_pylist()
     split_us = next(m["split_time_us"] for m in models if m["name"] == UPTIME_MODEL_NAME)
-    pools = replay_pools(read_table(args.results_dir, "instances"), config)
+    pools = pool_inputs(read_table(args.results_dir, "instances"), config)
     predictions = merge_pools([
         pool_predictions(p, pool_sources(p, config, model_dir, args.accuracies), args.uptimes)
         for p in pools])

@@ -19,7 +19,7 @@ from tests.test_placement_model_sources import LIFETIME_TEXT, MACHINES, instance
 
 PLACEMENT_TEXT = ("policy: BEST_FIT policy: NILAS lifetime_source { uptime_model: true } "
                   "warmup_s: 21600 sample_period_s: 1800 seed: 5")
-MODEL_NAMES = ("la_classifier", "uptime", "uptime_long_lived")
+MODEL_NAMES = ("la_classifier", "lava_class_10h", "lava_class_1h", "uptime", "uptime_long_lived")
 
 
 def _hashes(directory):

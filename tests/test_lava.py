@@ -105,6 +105,44 @@ def test_lava_fails_what_best_fit_fails_on_random_pools():
     assert strict_failed > 0
 
 
+def test_given_vm_classes_decide_the_tier_and_open_hosts_in_their_class():
+    arrivals = [(0, (6.0, 1.0), 5 * HOUR), (1, (8.0, 1.0), 50 * HOUR),
+                (2, (0.5, 0.5), 50 * HOUR)]
+    # By their predicted exits: VM 0 opens host 0 as LC2, VM 1 host 1 as LC3, and VM 2
+    # (LC3) matches the open LC3 host 1 (tier 2).
+    by_exit = Lava()
+    driver = Driver(by_exit, num_hosts=3)
+    assert [driver.arrive(*arrival) for arrival in arrivals] == [0, 1, 1]
+    assert [by_exit.host_state(h)[:2] for h in (0, 1)] == [(OPEN, LC2), (OPEN, LC3)]
+    # Classed LC1, LC4 and LC1 from elsewhere, the same exits: the hosts open in the given
+    # classes, and VM 2 matches the open LC1 host 0.
+    given = Lava(vm_classes=[LC1, LC4, LC1])
+    driver = Driver(given, num_hosts=3)
+    assert [driver.arrive(*arrival) for arrival in arrivals] == [0, 1, 0]
+    assert [given.host_state(h)[:2] for h in (0, 1)] == [(OPEN, LC1), (OPEN, LC4)]
+
+
+def test_vm_classes_of_the_arrival_predictions_change_no_decision():
+    for seed in range(3):
+        trace, pool = tight_pool(seed)
+        lifetimes = NoisyOracleLifetimes(trace.lifetime_s(), accuracy=0.6, seed=seed)
+        at_arrival_us = np.rint(lifetimes.predict_remaining_s(
+            np.arange(len(trace)), np.zeros(len(trace))) * S).astype(np.int64)
+        classes = [Lava.lifetime_class(r) for r in at_arrival_us.tolist()]
+        assert len(set(classes)) == 4
+        end_us = int(trace.exit_us.max()) + S
+        by_exit, given = (simulate(trace, pool, policy, lifetimes, start_us=0, end_us=end_us,
+                                   warmup_s=0, sample_period_s=86400).host_of_vm
+                          for policy in (Lava(), Lava().with_vm_classes(classes)))
+        np.testing.assert_array_equal(by_exit, given)
+
+
+@pytest.mark.parametrize("classes", [[0, 4], [-1, 2]])
+def test_vm_classes_must_be_lava_classes(classes):
+    with pytest.raises(ValueError, match="vm_classes must be class indexes 0..3"):
+        Lava(vm_classes=classes)
+
+
 def test_registry_names_are_the_enum_names():
     for name in PLACEMENT_POLICIES:
         assert Policy.Name(Policy.Value(name.upper())).lower() == name

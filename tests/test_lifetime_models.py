@@ -7,7 +7,7 @@ import pytest
 from predictors.lifetime.evaluation import log10_errors, predict_at_uptime_quantiles, roc_auc
 from predictors.lifetime.examples import DAY_S, make_age_examples, make_uptime_examples
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
-from predictors.lifetime.la_classifier import LaClassifier
+from predictors.lifetime.la_classifier import LaClassifier, predict_classes
 from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
@@ -219,3 +219,26 @@ def test_kaplan_meier_files_round_trip_gives_identical_predictions(tmp_path):
         LaClassifier.load(str(tmp_path / "km"))
     with pytest.raises(ValueError, match="priority"):
         loaded.encode(frame.drop(columns=["priority"]))
+
+
+class FixedClassifier:
+    """A classifier stand-in that says long for the instances `long` marks."""
+
+    def __init__(self, threshold_s, long):
+        self.threshold_s = threshold_s
+        self._long = np.asarray(long, dtype=bool)
+
+    def predict_long(self, instances):
+        return self._long
+
+
+def test_classes_count_the_thresholds_an_instance_is_predicted_to_outlive_in_order():
+    classifiers = [FixedClassifier(3600, [0, 1, 1, 1, 0]),
+                   FixedClassifier(36000, [0, 0, 1, 1, 1]),
+                   FixedClassifier(360000, [1, 0, 0, 1, 1])]
+    # The last two: long at a threshold but short at a lower one count as short there.
+    np.testing.assert_array_equal(predict_classes(classifiers, None), [0, 1, 2, 3, 0])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        predict_classes(classifiers[::-1], None)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        predict_classes([], None)

@@ -29,6 +29,8 @@ from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
 from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.examples import make_uptime_examples
+from predictors.lifetime.la_classifier import predict_classes
+from predictors.lifetime.registry import LAVA_CLASS_MODEL_NAMES
 from predictors.lifetime.uptime_model import (
     UptimeLifetimeModel,
     interval_uptimes_s,
@@ -45,6 +47,7 @@ SOURCES = ("one_shot_model", "uptime_model")
 PLACEMENT_TEXT = f"""
   policy: BEST_FIT policy: LA_BINARY policy: NILAS policy: LAVA
   lifetime_source {{ uptime_model: true }} lifetime_source {{ one_shot_model: true }}
+  lifetime_source {{ uptime_model_lava_classes: true }}
   la_binary_threshold_s: {LA_THRESHOLD_S}
   warmup_s: 21600 sample_period_s: 1800 stranding_every: 4 refresh_interval_s: 900 seed: 5
 """
@@ -53,7 +56,7 @@ LIFETIME_TEXT = f"""
   early_stopping_rounds: 0 min_data_in_leaf: 10 uptime_max_bin: 16
   long_lived_threshold_s: 3600 long_lived_decision_s: 3600 la_threshold_s: {LA_THRESHOLD_S}
   la_target_recall: 0 train_kaplan_meier: false train_no_uptime_ablation: false
-  num_uptime_quantiles: 4 num_shards: 2
+  num_uptime_quantiles: 4 num_shards: 2 train_lava_class_classifiers: true
 """
 
 
@@ -120,11 +123,13 @@ class Recording:
         return remaining_s
 
 
-def direct_replay(policy_name, source, trace, spec):
-    """`simulate` with the stage's settings (PLACEMENT_TEXT) on the stage's arrays."""
+def direct_replay(policy, source, trace, spec):
+    """`simulate` with the stage's settings (PLACEMENT_TEXT) on the stage's arrays; `policy`
+    is a policy or the name of one."""
     config = run_config.parse_config(f"placement {{ {PLACEMENT_TEXT} }}").placement
-    policy = {"best_fit": BestFit, "nilas": Nilas, "lava": Lava,
-              "la_binary": lambda: LifetimeAlignment((LA_THRESHOLD_S,))}[policy_name]()
+    if isinstance(policy, str):
+        policy = {"best_fit": BestFit, "nilas": Nilas, "lava": Lava,
+                  "la_binary": lambda: LifetimeAlignment((LA_THRESHOLD_S,))}[policy]()
     return simulate(trace, spec, policy, source, start_us=int(trace.arrival_us.min()),
                     end_us=int(trace.arrival_us.max()), warmup_s=config.warmup_s,
                     sample_period_s=config.sample_period_s,
@@ -147,8 +152,11 @@ def model_path(tables, name):
 
 def test_every_policy_has_a_row_per_model_source_and_accounts_for_every_vm(run):
     summary = run["placement_summary"]
+    # The LAVA-classes source is replayed by LAVA only; Best-Fit, which reads no lifetime,
+    # stands for every source (the differences vs Best-Fit need its row).
     assert sorted(zip(summary["policy"], summary["lifetime_source"], summary["defrag"])) == \
-        sorted((p, s, "none") for p in POLICIES for s in SOURCES)
+        sorted([(p, s, "none") for p in POLICIES for s in SOURCES]
+               + [(p, replays.LAVA_CLASSES, "none") for p in ("best_fit", "lava")])
     assert set(summary["vms"]) == {500}
     assert (summary["placed_vms"] + summary["failed_vms"] + summary["not_replayed_vms"]
             == summary["vms"]).all()
@@ -156,7 +164,7 @@ def test_every_policy_has_a_row_per_model_source_and_accounts_for_every_vm(run):
     # Only the repredicting source runs the host exit cache, for the policies that read
     # exit estimates (not the one-shot LA, not Best-Fit); the one-shot classifier predicts
     # once, at arrival.
-    repredicting = (summary["lifetime_source"] == "uptime_model") & \
+    repredicting = summary["lifetime_source"].isin(["uptime_model", replays.LAVA_CLASSES]) & \
         ~summary["policy"].isin(["la_binary", "best_fit"])
     assert (summary.loc[repredicting, "predictions"] > summary.loc[repredicting, "vms"]).all()
     assert summary.loc[~repredicting, "predictions"].isna().all()
@@ -193,6 +201,37 @@ def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
         np.testing.assert_allclose(now_s, now_s[0], rtol=0, atol=1e-6)
     # Repredicting from the uptime changes what the model says about a VM's lifetime.
     assert sum(len(lifetimes) > 1 for lifetimes in implied_lifetimes_s.values()) > 50
+
+
+def test_lava_classes_come_from_the_class_classifiers_and_exits_from_the_uptime_model(run):
+    trace, frame, spec = pool_arrays()
+    # The training period (18 h) covers the 1 h and 10 h edges only: no VM could have been
+    # seen to outlive 100 h, so that classifier is not trained and no VM is put above it.
+    models = run["lifetime_models"].set_index("name")
+    trained = [name for name in LAVA_CLASS_MODEL_NAMES if name in models.index]
+    assert trained == ["lava_class_1h", "lava_class_10h"]
+    assert list(models.loc[trained, "kind"]) == ["la_classifier"] * 2
+    classifiers = [load_model(model_path(run, name)) for name in trained]
+    assert [c.threshold_s for c in classifiers] == [3600.0, 36000.0]
+    # Each is evaluated at its own threshold, its decision set at the default target recall.
+    evaluated = run["lifetime_la_classifier"].groupby("model")["threshold_s"].first()
+    assert [evaluated[name] for name in trained] == [3600.0, 36000.0]
+    assert [c.target_recall for c in classifiers] == [0.85] * 2
+    classes = predict_classes(classifiers, frame)
+    assert len(set(classes.tolist())) >= 2
+    # Not the classes of the uptime model's arrival predictions: the source changes them.
+    curves = LifetimeCurves(load_model(model_path(run, replays.UPTIME_MODEL_NAME)),
+                            load_model(model_path(run, replays.UPTIME_MODEL_NAME)).encode(frame))
+    at_arrival_us = to_exit_us(0, curves.predict_remaining_s(np.arange(len(trace)),
+                                                             np.zeros(len(trace))))
+    assert (classes != [Lava.lifetime_class(r) for r in at_arrival_us.tolist()]).any()
+    result = direct_replay(Lava(vm_classes=classes), curves, trace, spec)
+    row = summary_row(run, "lava", replays.LAVA_CLASSES)
+    assert row["predictions"] == result.summary["predictions"]
+    assert row["placed_vms"] == np.sum(result.host_of_vm >= 0)
+    np.testing.assert_allclose(row["empty_hosts_pct"], result.summary["empty_hosts_pct"])
+    np.testing.assert_allclose(row["packing_density_pct"],
+                               result.summary["packing_density_pct"])
 
 
 def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):

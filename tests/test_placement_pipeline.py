@@ -219,6 +219,22 @@ def test_lifetime_sources_that_cannot_run_name_the_field(text, problem):
     assert problem in [str(p) for p in run_config.validate(config)]
 
 
+@pytest.mark.parametrize("lifetime_model, policy, problem", [
+    ("", "LAVA", "placement.lifetime_source[0]: uptime_model_lava_classes needs "
+     "lifetime_model.train_lava_class_classifiers"),
+    ("train_lava_class_classifiers: true", "NILAS",
+     "placement.lifetime_source[0]: uptime_model_lava_classes gives LAVA its classes: "
+     "configure policy LAVA or LAVA_STRICT_RECYCLING"),
+    ("train_lava_class_classifiers: true lava_class_target_recall: 1.5", "LAVA",
+     "lifetime_model.lava_class_target_recall: must be in (0, 1], got 1.5"),
+])
+def test_the_lava_classes_source_names_what_it_lacks(lifetime_model, policy, problem):
+    config = run_config.parse_config(
+        f"synthetic {{}} lifetime_model {{ {lifetime_model} }} placement {{ policy: {policy} "
+        "lifetime_source { uptime_model_lava_classes: true } }")
+    assert problem in [str(p) for p in run_config.validate(config)]
+
+
 def test_hosts_from_a_shape_and_a_count_or_the_peak_demand():
     # Four VMs of 4 cores: at most 3 alive at once (12 cores) -> 12 / (8 * 0.5) = 3 hosts.
     trace = PlacementTrace(np.array([0, 1, 2, 10]) * S, np.array([5, 6, 7, 20]) * S,

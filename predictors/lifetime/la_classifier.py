@@ -116,3 +116,20 @@ class LaClassifier(BoostedLifetimeModel):
     def _set_fitted(self, metadata, files) -> None:
         super()._set_fitted(metadata, files)
         self.decision_probability_ = metadata["decision_probability"]
+
+
+def predict_classes(classifiers: Sequence[LaClassifier], instances) -> np.ndarray:
+    """Lifetime class per instance, int64 (n,), from classifiers of increasing thresholds:
+    the number of them that, in order, predict the instance long (0: short at the first
+    threshold; k: long at the first k). Separate models need not nest, so a VM predicted
+    long at a threshold but short at a lower one counts as short at the lower one.
+
+    Args:
+      classifiers: fitted LaClassifiers, thresholds strictly increasing.
+      instances: the instances (DataFrame or Arrow table); each classifier encodes them.
+    """
+    thresholds = [float(c.threshold_s) for c in classifiers]
+    if not thresholds or thresholds != sorted(set(thresholds)):
+        raise ValueError(f"need classifiers of strictly increasing thresholds, got {thresholds}")
+    long_at = np.vstack([c.predict_long(instances) for c in classifiers])
+    return np.logical_and.accumulate(long_at, axis=0).sum(axis=0).astype(np.int64)

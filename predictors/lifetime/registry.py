@@ -17,6 +17,8 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 import pandas as pd
 
 from configs.registry import Registry
+# LAVA's class edges, for the LAVA class classifiers (policies/ is plain Python).
+from policies.lava import LAVA_CLASS_BOUNDS_S
 from predictors.lifetime.base import LifetimeModel
 from predictors.lifetime.examples import (
     LIFETIME_FRACTIONS,
@@ -72,7 +74,7 @@ class LifetimeModelEntry:
     predicts: str  # REMAINING_LIFETIME, LONG_LIVED or LONG_LIVED_BY_AGE
     enabled: Callable  # (config) -> bool: the config asks for it
     build: Callable  # (config) -> unfitted model
-    fit: Callable  # (model, TrainingData, config) -> FittedModel
+    fit: Callable  # (model, TrainingData, config) -> FittedModel, or None if it cannot learn
     checks: Tuple[Callable, ...] = ()  # (checker, config, field) -> None
 
 
@@ -187,6 +189,43 @@ LIFETIME_MODELS.register("la_classifier", LifetimeModelEntry(
         target_recall=config.la_target_recall or None,
         decision_probability=config.la_decision_probability, **lightgbm_kwargs(config)),
     fit=_fit_la_classifier, checks=(check_lightgbm, _check_la_classifier)))
+
+
+def _check_lava_class_classifiers(check, config, field: str):
+    check.require(0 < config.lava_class_target_recall <= 1, f"{field}.lava_class_target_recall",
+                  f"must be in (0, 1], got {config.lava_class_target_recall}")
+
+
+def lava_class_model_name(edge_s: float) -> str:
+    """The lifetime stage's name of the LAVA class classifier at `edge_s` ("lava_class_10h")."""
+    return f"lava_class_{edge_s / 3600:g}h"
+
+
+# P(lifetime > edge) at arrival for each edge between LAVA's classes (1 h, 10 h, 100 h): the
+# placement source uptime_model_lava_classes takes LAVA's VM classes from them.
+LAVA_CLASS_MODEL_NAMES = tuple(lava_class_model_name(edge_s)
+                               for edge_s in LAVA_CLASS_BOUNDS_S[:-1])
+
+
+def _fit_lava_class_classifier(model, data: TrainingData, config) -> Optional[FittedModel]:
+    """As the LA classifier; None (no model) when no training instance started the edge
+    before the split: none can be known to outlive it, so the class above is never
+    predicted (the Azure sample's 2.1 training days and the 100 h edge)."""
+    train = data.split.train
+    if not label_known(train, data.split.split_time_us, float(model.threshold_s)).any():
+        return None
+    return _fit_la_classifier(model, data, config)
+
+
+for _edge_s, _name in zip(LAVA_CLASS_BOUNDS_S[:-1], LAVA_CLASS_MODEL_NAMES):
+    LIFETIME_MODELS.register(_name, LifetimeModelEntry(
+        cls=LaClassifier, predicts=LONG_LIVED,
+        enabled=lambda config: config.train_lava_class_classifiers,
+        build=lambda config, edge_s=float(_edge_s): LaClassifier(
+            threshold_s=edge_s, target_recall=config.lava_class_target_recall,
+            **lightgbm_kwargs(config)),
+        fit=_fit_lava_class_classifier,
+        checks=(check_lightgbm, _check_lava_class_classifiers)))
 
 
 def _fit_uptime_classifier(model, data: TrainingData, config) -> FittedModel:

@@ -22,7 +22,8 @@ from predictors.lifetime.registry import (
 
 
 def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
-    """The models the config asks for (registry order), fitted on the training part."""
+    """The models the config asks for (registry order), fitted on the training part; a model
+    whose fitter finds nothing to learn from is left out, and the log says so."""
     labeled = regression_instances(split, config)
     data = TrainingData(split, labeled, examples_of(labeled, split.split_time_us, config),
                         lambda augmentation: examples_of(labeled, split.split_time_us, config,
@@ -33,7 +34,12 @@ def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
         entry = LIFETIME_MODELS[name]
         with progress.Heartbeat(f"lifetime: training model {name} ({i} of {len(names)}, "
                                 f"{len(labeled):,} instances)"):
-            fitted[name] = entry.fit(entry.build(config), data, config)
+            fit = entry.fit(entry.build(config), data, config)
+        if fit is None:
+            progress.report("lifetime: model %s not trained: no training instance can be "
+                            "labelled for it before the split", name)
+            continue
+        fitted[name] = fit
         progress.count("lifetime.models_trained")
     return fitted
 

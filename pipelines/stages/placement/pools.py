@@ -3,7 +3,7 @@ instances it cannot replay as dead letters (see the package docstring)."""
 
 import dataclasses
 import zlib
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -144,3 +144,14 @@ def prepare_pool(element, config, keep_instances: bool):
     end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
                            kept if keep_instances else None)
+
+
+def pool_inputs(instances: pa.Table, config) -> List[PoolInput]:
+    """Every pool's `PoolInput` of a trace with no machines table (hosts from the config,
+    as for the Azure vmtable), instance rows kept: what the stage replays, for scripts that
+    replay a run's pools again outside the pipeline."""
+    pools = []
+    for pool, rows in split_by_pool(instances):
+        element = (pool, {"instances": [rows], "machines": []})
+        pools += [value for tag, value in prepare_pool(element, config, True) if tag == POOLS]
+    return pools

@@ -40,13 +40,15 @@ NO_DEFRAG = "none"
 LARS_LIFETIME, LARS_BASELINE = "lars_lifetime", "lars_baseline"
 # Model names in the lifetime stage's `lifetime_models` table (pipelines/stages/lifetime/).
 UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
+# The source that gives LAVA its VM classes from the lifetime stage's class classifiers.
+LAVA_CLASSES = "uptime_model_lava_classes"
 
 
 @dataclasses.dataclass(frozen=True)
 class LifetimeSpec:
-    """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model or
-    one_shot_model; `accuracy` and `seed` only for the noisy oracle (`seed` None: the
-    placement config's seed)."""
+    """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model,
+    one_shot_model or uptime_model_lava_classes; `accuracy` and `seed` only for the noisy
+    oracle (`seed` None: the placement config's seed)."""
     kind: str
     accuracy: Optional[float] = None
     seed: Optional[int] = None
@@ -61,7 +63,7 @@ class LifetimeSpec:
     @property
     def uses_model(self) -> bool:
         """True for the trained models' sources, which need the instance rows."""
-        return self.kind in ("uptime_model", "one_shot_model")
+        return self.kind in ("uptime_model", "one_shot_model", LAVA_CLASSES)
 
     def noisy_oracle_seed(self, config) -> Optional[int]:
         """The seed of a noisy oracle's draws under `config` (PlacementConfig); None for
@@ -135,11 +137,15 @@ def replay_specs(config) -> List[ReplaySpec]:
     specs = []
     for name in names:
         defrags = [(NO_DEFRAG, True, 0)] + (defrags_of_lars if name in defragmented else [])
-        shared = not getattr(make_policy(name, config), "uses_lifetimes", True)
+        policy = make_policy(name, config)
+        shared = not getattr(policy, "uses_lifetimes", True)
+        # The LAVA-classes source is the uptime model's for a policy without VM classes.
+        sources = [(i, source) for i, source in enumerate(lifetimes)
+                   if source.kind != LAVA_CLASSES or hasattr(policy, "with_vm_classes")]
         specs += [ReplaySpec(name, source, *defrag, warm_start=warm_start,
                              also_for=(tuple(lifetimes[1:]) if shared and defrag[0] == NO_DEFRAG
                                        else ()))
-                  for i, source in enumerate(lifetimes) for defrag in defrags
+                  for i, source in sources for defrag in defrags
                   if not (shared and i and defrag[0] == NO_DEFRAG)]
     if BEST_FIT not in names and lifetimes:
         specs.append(ReplaySpec(BEST_FIT, lifetimes[0], NO_DEFRAG, reported=False,
@@ -159,7 +165,7 @@ def make_policy(name: str, config):
 # configs/azure_placement.textproto on 2 cores: a lifetime-aware policy repredicting the
 # noisy oracle (numpy batches) 20-26 s, repredicting the uptime model's curves 14-17 s; a
 # trained model's source (loaded, instance rows encoded) 8-16 s; the rest 4-9 s.
-_REPREDICTED_COST_RANK = {"noisy_oracle": 3, "uptime_model": 2}
+_REPREDICTED_COST_RANK = {"noisy_oracle": 3, "uptime_model": 2, LAVA_CLASSES: 2}
 _MODEL_COST_RANK = 1
 
 
@@ -248,12 +254,45 @@ def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
     if spec.kind == "noisy_oracle":
         return NoisyOracleLifetimes(lifetime_s, spec.accuracy, seed=pool_seed(
             spec.noisy_oracle_seed(config), pool_input.pool))
-    name = UPTIME_MODEL_NAME if spec.kind == "uptime_model" else LA_CLASSIFIER_NAME
+    # The LAVA-classes source repredicts with the uptime model: the same source, shared.
+    kind = "uptime_model" if spec.kind == LAVA_CLASSES else spec.kind
+    name = UPTIME_MODEL_NAME if kind == "uptime_model" else LA_CLASSIFIER_NAME
     path = model_path(model_tables, name, staged_dirs)
-    if model_sources is None:
-        return _model_source(spec.kind, path, pool_input)
-    return model_sources.get((pool_input.pool, spec.kind, path),
-                             lambda: _model_source(spec.kind, path, pool_input))
+    return _kept(model_sources, (pool_input.pool, kind, path),
+                 lambda: _model_source(kind, path, pool_input))
+
+
+def _kept(model_sources: Optional[ModelSources], key: Hashable, build: Callable[[], object]):
+    """`build()`, or the one `model_sources` keeps under `key` (if it keeps sources)."""
+    return build() if model_sources is None else model_sources.get(key, build)
+
+
+def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
+                    staged_dirs: Optional[Dict[str, str]] = None,
+                    model_sources: Optional[ModelSources] = None) -> np.ndarray:
+    """LAVA's class of each VM of the pool, int64 (V,), from the lifetime stage's class
+    classifiers (P(lifetime > 1 h, 10 h, 100 h) at arrival, `predict_classes`). The stage
+    trains those of the edges its training period covers (the lowest ones): a VM is never
+    put above the last."""
+    from pipelines.stages.lifetime import load_model
+    from predictors.lifetime.la_classifier import LaClassifier, predict_classes
+    from predictors.lifetime.registry import LAVA_CLASS_MODEL_NAMES
+    saved = {row["name"] for table in model_tables for row in table.to_pylist()}
+    if LAVA_CLASS_MODEL_NAMES[0] not in saved:
+        raise ValueError(f"placement: the lifetime stage saved no {LAVA_CLASS_MODEL_NAMES[0]!r} "
+                         "model (its training period is shorter than LAVA's first class edge)")
+    paths = tuple(model_path(model_tables, name, staged_dirs)
+                  for name in LAVA_CLASS_MODEL_NAMES if name in saved)
+
+    def load_classifier(path: str) -> LaClassifier:
+        model = load_model(path)
+        if not isinstance(model, LaClassifier):
+            raise ValueError(f"{path} holds a {type(model).__name__}, not an LaClassifier")
+        return model
+
+    return _kept(model_sources, (pool_input.pool, LAVA_CLASSES, paths),
+                 lambda: predict_classes([load_classifier(path) for path in paths],
+                                         pool_input.instances.to_pandas()))
 
 
 def _model_source(kind: str, path: str, pool_input: PoolInput):
@@ -346,23 +385,34 @@ def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged
     progress.count("placement.replays_done")
 
 
-def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, config,
-            model_tables, staged_dirs, model_sources):
-    defragmenter = make_lars(spec.defrag, config, pool_input.pool)
+def simulate_options(pool_input: PoolInput, config) -> dict:
+    """The keyword arguments of `simulate` that the config sets for every replay of the
+    pool (window, warm-up, samples, refresh, stranding, Best-Fit weights, warm start)."""
     trace = pool_input.trace
     mix = (InflationMix.from_demand(trace.demand, config.inflation_max_shapes,
                                     config.inflation_copies_per_round)
            if config.stranding_every > 0 else None)
     weights = ((config.best_fit_weights.cpu, config.best_fit_weights.memory)
                if config.HasField("best_fit_weights") else None)
+    return dict(start_us=pool_input.start_us, end_us=pool_input.end_us,
+                warmup_s=config.warmup_s, sample_period_s=config.sample_period_s,
+                refresh_interval_s=config.refresh_interval_s, inflation_mix=mix,
+                stranding_every=max(config.stranding_every, 1), weights=weights,
+                warm_start=warm_start_name(config))
+
+
+def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, config,
+            model_tables, staged_dirs, model_sources):
+    defragmenter = make_lars(spec.defrag, config, pool_input.pool)
+    policy = make_policy(spec.policy, config)
+    if spec.lifetimes.kind == LAVA_CLASSES:
+        policy = policy.with_vm_classes(lava_vm_classes(pool_input, model_tables, staged_dirs,
+                                                        model_sources))
     result = simulate(
-        trace, pool_input.spec, make_policy(spec.policy, config),
+        pool_input.trace, pool_input.spec, policy,
         lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs,
                         model_sources),
-        start_us=pool_input.start_us, end_us=pool_input.end_us, warmup_s=config.warmup_s,
-        sample_period_s=config.sample_period_s, refresh_interval_s=config.refresh_interval_s,
-        inflation_mix=mix, stranding_every=max(config.stranding_every, 1),
-        lars=defragmenter, weights=weights, warm_start=spec.warm_start, progress=state)
+        lars=defragmenter, progress=state, **simulate_options(pool_input, config))
     for lifetimes in (spec.lifetimes, *spec.also_for):
         yield from _outputs(pool_input, dataclasses.replace(spec, lifetimes=lifetimes),
                             result, defragmenter, config)

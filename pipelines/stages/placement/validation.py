@@ -3,10 +3,12 @@
 
 
 from pipelines.stages.placement.replays import (
+    LAVA_CLASSES,
     LarsOrder,
     LifetimeSpec,
     Policy,
     WarmStart,
+    make_policy,
     policy_name,
     policy_names,
 )
@@ -79,12 +81,30 @@ def _validate_lifetime_sources(check, config, lifetime_model, field: str):
             check.require(label not in labels, f"{field}.lifetime_source[{i}]",
                           f"repeats lifetime_source[{labels.get(label)}] ({label})")
             labels.setdefault(label, i)
-        if which in ("uptime_model", "one_shot_model"):
+        if which in ("uptime_model", "one_shot_model", LAVA_CLASSES):
             check.require(lifetime_model is not None, f"{field}.lifetime_source[{i}]",
                           f"{which} needs a lifetime_model stage")
+        if which == LAVA_CLASSES:
+            if lifetime_model is not None:
+                check.require(lifetime_model.train_lava_class_classifiers,
+                              f"{field}.lifetime_source[{i}]",
+                              f"{which} needs lifetime_model.train_lava_class_classifiers")
+            check.require(any(_takes_vm_classes(name, config) for name in policy_names(config)),
+                          f"{field}.lifetime_source[{i}]",
+                          f"{which} gives LAVA its classes: configure policy LAVA or "
+                          "LAVA_STRICT_RECYCLING")
         if which == "one_shot_model" and lifetime_model is not None:
             check.require(lifetime_model.train_la_classifier, f"{field}.lifetime_source[{i}]",
                           "one_shot_model needs lifetime_model.train_la_classifier")
+
+
+def _takes_vm_classes(name: str, config) -> bool:
+    """Whether policy `name` takes VM classes (LAVA); False if it does not build (its own
+    checks say why)."""
+    try:
+        return hasattr(make_policy(name, config), "with_vm_classes")
+    except ValueError:
+        return False
 
 
 def _validate_lars(check, config, field: str):
