@@ -40,8 +40,8 @@ deadline like an underprediction and moves the host up a class.
 
 A VM's class is that of its predicted remaining lifetime at arrival, unless the policy is
 given `vm_classes`, one class per VM of the trace from elsewhere: the lifetime stage's
-classifiers of P(lifetime > 1 h, 10 h, 100 h) at arrival (issue 11's "LAVA classes from a
-probability"; placement source uptime_model_lava_classes). The VM's predicted exit still
+classifiers of P(lifetime > 1 h, 10 h, 100 h) at arrival (001 §3's view of a lifetime as a
+distribution; the placement source uptime_model_lava_classes). The VM's predicted exit still
 ranks hosts within a tier (NILAS), and warm-up hosts still take the class of their longest
 predicted remaining lifetime.
 
@@ -94,8 +94,8 @@ class Lava(PlacementPolicy):
         self.vm_classes = vm_classes
         # A list: the hot path indexes it once per arrival.
         self._vm_classes = None if vm_classes is None else [int(c) for c in vm_classes]
-        if self._vm_classes and not 0 <= min(self._vm_classes) <= max(self._vm_classes) \
-                < NUM_CLASSES:
+        if self._vm_classes and not (min(self._vm_classes) >= 0
+                                     and max(self._vm_classes) < NUM_CLASSES):
             raise ValueError(f"vm_classes must be class indexes 0..{NUM_CLASSES - 1}")
         self.name = "lava_strict_recycling" if strict_recycling else "lava"
         self._bounds_us = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S]

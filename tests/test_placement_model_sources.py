@@ -11,6 +11,7 @@ import pytest
 from pipelines import config as run_config
 from pipelines import schemas
 from pipelines.stages.placement import replays
+from pipelines.stages.placement.pools import PoolInput
 from pipelines.stages.lifetime import load_model
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
@@ -232,6 +233,20 @@ def test_lava_classes_come_from_the_class_classifiers_and_exits_from_the_uptime_
     np.testing.assert_allclose(row["empty_hosts_pct"], result.summary["empty_hosts_pct"])
     np.testing.assert_allclose(row["packing_density_pct"],
                                result.summary["packing_density_pct"])
+
+
+def test_lava_classes_from_a_wrong_or_missing_model_name_the_problem(run):
+    trace, frame, spec = pool_arrays()
+    pool_input = PoolInput("cell", trace, spec, 0, int(trace.arrival_us.max()),
+                           pa.Table.from_pandas(frame, preserve_index=False))
+    uptime_path = model_path(run, replays.UPTIME_MODEL_NAME)
+    wrong = pa.table({"name": ["lava_class_1h"], "path": [uptime_path]})
+    with pytest.raises(ValueError, match=f"{uptime_path} holds a UptimeLifetimeModel, not an "
+                                         "LaClassifier"):
+        replays.lava_vm_classes(pool_input, [wrong])
+    missing = pa.table({"name": ["uptime"], "path": [uptime_path]})
+    with pytest.raises(ValueError, match="saved no 'lava_class_1h' model"):
+        replays.lava_vm_classes(pool_input, [missing])
 
 
 def test_one_shot_model_gives_each_vm_one_class_at_every_time(run):

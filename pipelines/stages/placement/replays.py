@@ -272,8 +272,8 @@ def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
                     model_sources: Optional[ModelSources] = None) -> np.ndarray:
     """LAVA's class of each VM of the pool, int64 (V,), from the lifetime stage's class
     classifiers (P(lifetime > 1 h, 10 h, 100 h) at arrival, `predict_classes`). The stage
-    trains those of the edges its training period covers (the lowest ones): a VM is never
-    put above the last."""
+    trains those of the edges its training period covers (the lowest ones): no VM is put
+    above the highest of those."""
     from pipelines.stages.lifetime import load_model
     from predictors.lifetime.la_classifier import LaClassifier, predict_classes
     from predictors.lifetime.registry import LAVA_CLASS_MODEL_NAMES
