@@ -24,6 +24,8 @@ setuptools.setup(
         "lightgbm",
         # `fleetcast report` draws its figures with matplotlib.
         "matplotlib",
+        # The placement replay's compiled engine (policies/replay/compiled.py).
+        "numba",
         "numpy",
         "orjson",
         "pandas",

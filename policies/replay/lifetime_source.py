@@ -183,13 +183,18 @@ class HostExitCache:
         self._source = source
         self._arrival_us = np.asarray(arrival_us, dtype=np.int64)
         self._interval_us = int(refresh_interval_s * US_PER_S)
-        make_tracker = getattr(source, "exit_tracker", None)
-        self._tracker = make_tracker(self._arrival_us) if make_tracker is not None else None
         self.num_predictions = 0
         self.num_batches = 0
 
+    @property
+    def interval_us(self) -> int:
+        """The refresh interval in µs (0: every used host before every decision)."""
+        return self._interval_us
+
     def bind(self, pool: PoolState) -> None:
         self._pool = pool
+        make_tracker = getattr(self._source, "exit_tracker", None)
+        self._tracker = make_tracker(self._arrival_us) if make_tracker is not None else None
         self._dirty = set(h for h in range(pool.num_hosts) if pool.host_vms[h])
         if self._tracker is not None:
             # Every VM placed so far (the warm-up) is new to the first reprediction.

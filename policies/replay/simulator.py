@@ -27,6 +27,7 @@ comes from one batched call for all VMs made before the replay starts.
 """
 
 import dataclasses
+import functools
 import heapq
 from typing import Dict, Optional
 
@@ -36,6 +37,7 @@ from configs.units import US_PER_S
 from policies.best_fit import BestFit
 from policies.lars import Lars
 from policies.policy import PlacementPolicy
+from policies.replay import compiled
 from policies.replay.lifetime_source import (
     HostExitCache,
     LifetimeSource,
@@ -54,6 +56,11 @@ NOT_REPLAYED = -2
 POLICY_FROM_START = "policy_from_start"
 BEST_FIT_UNTIL_METRICS = "best_fit_until_metrics"
 WARM_STARTS = (POLICY_FROM_START, BEST_FIT_UNTIL_METRICS)
+# Engines: "auto" replays in the compiled engine what it supports (policies/replay/compiled.py:
+# Best-Fit and NILAS, no LARS, two dimensions, oracle-like or exact-curve lifetimes) and the
+# rest in Python; "python" replays everything in Python (the reference the compiled engine is
+# tested against).
+ENGINES = ("auto", "python")
 
 
 def stream_exit_first(exit_us: int, exit_vm: int, events: list) -> bool:
@@ -137,7 +144,7 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
              inflation_mix: Optional[InflationMix] = None, stranding_every: int = 12,
              lars: Optional[Lars] = None, weights=None,
              warm_start: str = POLICY_FROM_START,
-             progress: Optional[ReplayProgress] = None) -> PlacementResult:
+             progress: Optional[ReplayProgress] = None, engine: str = "auto") -> PlacementResult:
     """Replays `trace` on `pool_spec` with `policy` and returns decisions and metrics.
 
     Args:
@@ -151,11 +158,13 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
       lars: optional defragmenter.
       weights: Best-Fit dimension weights (PoolState default if None).
       warm_start: POLICY_FROM_START or BEST_FIT_UNTIL_METRICS (module docstring).
-      progress: updated at every arrival, if given.
+      progress: updated at every arrival (the compiled engine: at every metric sample), if
+        given.
+      engine: "auto" or "python" (ENGINES).
     """
     replay = _Replay(trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                      sample_period_s, refresh_interval_s, inflation_mix, stranding_every,
-                     lars, weights, warm_start)
+                     lars, weights, warm_start, engine)
     if progress is not None:
         replay.progress = progress
     return replay.run()
@@ -166,7 +175,9 @@ class _Replay:
 
     def __init__(self, trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                  sample_period_s, refresh_interval_s, inflation_mix, stranding_every, lars,
-                 weights, warm_start):
+                 weights, warm_start, engine):
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         if sample_period_s <= 0 or warmup_s < 0:
             raise ValueError("sample_period_s must be > 0 and warmup_s >= 0")
         if warm_start not in WARM_STARTS:
@@ -187,14 +198,14 @@ class _Replay:
                             else self.metrics_start_us)
         self.sample_period_us = int(sample_period_s * US_PER_S)
         self.pool = PoolState(pool_spec, weights, smallest_demand=trace.demand.min(axis=0))
-        # Per-VM demand tuples; zipping the columns is several times faster than a tuple
-        # per row.
-        self.demands = list(zip(*trace.demand.T.tolist()))
         # Repredictions only where something reads them: the policy or LARS's order.
         self.cache = (HostExitCache(lifetimes, arrival, refresh_interval_s)
                       if lifetimes.repredicts and (policy.uses_exit_estimates or lars is not None)
                       else None)
         self.metrics = PlacementMetrics(self.pool, inflation_mix, stranding_every)
+        self.compiled = engine == "auto" and compiled.supports(
+            policy, lifetimes, lars, self.pool, self.cache is not None)
+        self._metrics_options = (inflation_mix, stranding_every)
         self.lars = lars
         # The policy placing arrivals, and the defragmenter running, now: the warm-up's
         # Best-Fit and none until the take-over, then `policy` and `lars`.
@@ -207,6 +218,12 @@ class _Replay:
         self.failed = 0
         self.migrations_before_metrics = None
         self.progress = ReplayProgress()
+
+    @functools.cached_property
+    def demands(self) -> list:
+        """Per-VM demand tuples, for the Python engine; zipping the columns is several times
+        faster than a tuple per row."""
+        return list(zip(*self.trace.demand.T.tolist()))
 
     def schedule_timer(self, time_us: int, host: int) -> None:
         heapq.heappush(self.events, (time_us, TIMER, host))
@@ -232,7 +249,7 @@ class _Replay:
         exits = to_exit_us(start, self.lifetimes.predict_remaining_s(alive, uptime_s)).tolist()
         failed = 0
         for vm, exit_us in zip(alive.tolist(), exits):
-            demand = self.demands[vm]
+            demand = tuple(self.trace.demand[vm].tolist())
             host = baseline.select(vm, demand, exit_us, start)
             if host < 0:
                 failed += 1
@@ -244,8 +261,8 @@ class _Replay:
         return {"warmup_vms": len(alive), "warmup_failed": failed}
 
     def _exit_stream(self):
-        """(exit_us, vm) lists, sorted, of every VM that may exit inside the replay after
-        its arrival, closed by a sentinel past `end_us`.
+        """(exit_us, vm) int64 arrays, sorted, of every VM that may exit inside the replay
+        after its arrival.
 
         Exit times are known up front, so they need no heap: the event loop merges this
         sorted stream with the heap of the other events, and skips the VMs never placed.
@@ -256,7 +273,7 @@ class _Replay:
         vms = np.flatnonzero((exit_us > trace.arrival_us) & (exit_us > self.start_us)
                              & (exit_us <= self.end_us))
         vms = vms[np.argsort(exit_us[vms], kind="stable")]
-        return exit_us[vms].tolist() + [self.end_us + 1], vms.tolist() + [-1]
+        return exit_us[vms], vms
 
     def _exit(self, vm: int, now_us: int) -> None:
         host = self.pool.remove(vm, self.demands[vm])
@@ -268,10 +285,15 @@ class _Replay:
 
     def run(self) -> PlacementResult:
         counts = self._warm_up()
-        if self.cache is not None:
-            self.cache.bind(self.pool)
         replayed, arrivals, exits = self._replayed()
         exit_times, exit_vms = self._exit_stream()
+        if self.compiled:
+            return self._run_compiled(counts, replayed, arrivals, exits, exit_times, exit_vms)
+        if self.cache is not None:
+            self.cache.bind(self.pool)
+        # As lists closed by a sentinel past `end_us`, for the event loop.
+        exit_times = exit_times.tolist() + [self.end_us + 1]
+        exit_vms = exit_vms.tolist() + [-1]
         # The arrivals before the take-over (none with POLICY_FROM_START) go to Best-Fit.
         cut = int(np.searchsorted(arrivals, self.takeover_us))
         next_pos = self._replay_arrivals(replayed[:cut], arrivals[:cut], exits[:cut],
@@ -283,6 +305,32 @@ class _Replay:
                                          exit_times, exit_vms, next_pos)
         self._drain(exit_times, exit_vms, next_pos, self.end_us)
         counts["warm_start_vms"] = cut
+        return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
+                               self._summary(counts))
+
+    def _run_compiled(self, counts, replayed, arrivals, exits, exit_times, exit_vms
+                      ) -> PlacementResult:
+        """`run` after the warm-up in the compiled engine, which stops at every metric
+        sample for the Python metrics to read its state."""
+        engine = compiled.CompiledReplay(self, replayed, arrivals, exits, exit_times,
+                                         exit_vms)
+        self.metrics = PlacementMetrics(engine.state, *self._metrics_options)
+        cursor = engine.cursor
+        for sample_us in range(self.metrics_start_us, self.end_us + 1, self.sample_period_us):
+            engine.advance(sample_us)
+            self.progress.now_us = int(cursor[compiled.NOW])
+            self.progress.arrivals = int(cursor[compiled.ARRIVAL])
+            self.metrics.sample(sample_us, int(cursor[compiled.PLACEMENTS]),
+                                int(cursor[compiled.FAILED]), 0)
+        # Past the end only for a take-over after it, which still refreshes the cache.
+        engine.advance(max(self.end_us, self.takeover_us))
+        self.placements, self.failed = int(cursor[compiled.PLACEMENTS]), int(
+            cursor[compiled.FAILED])
+        if self.cache is not None:
+            self.cache.num_predictions = int(cursor[compiled.PREDICTIONS])
+            self.cache.num_batches = int(cursor[compiled.BATCHES])
+        self.host_of_vm[replayed] = engine.decisions
+        counts["warm_start_vms"] = engine.cut
         return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
                                self._summary(counts))
 
