@@ -6,8 +6,8 @@ Azure-like shapes and heavy-tailed lifetimes (about 70 % under an hour, most cor
 VMs living days), arriving as a Poisson process sized for ~80 % CPU utilization.
 
 Events = VM arrivals + VM exits inside the replay (samples and timers are not counted).
-Best-Fit and NILAS run in both engines (`simulate(engine=...)`: the compiled one, where it
-replays them, and the Python one), the other policies in Python.
+Best-Fit, NILAS and LAVA run in both engines (`simulate(engine=...)`: the compiled one, where
+it replays them, and the Python one), the other policies in Python.
 Each policy runs with oracle lifetimes, and NILAS/LAVA also with three repredicting lifetime
 sources, through the HostExitCache (15-minute refresh): the noisy oracle of accuracy 0.8
 (001 App. G.1, a numpy batch per reprediction), a stand-in with the per-batch cost
@@ -213,7 +213,7 @@ def main():
 def engines(make_policy) -> tuple:
     """The engines to time a policy in: the compiled one too where it replays the policy."""
     policy = make_policy()
-    return ("auto", "python") if type(policy) in (BestFit, Nilas) else ("python",)
+    return ("auto", "python") if type(policy) in (BestFit, Nilas, Lava) else ("python",)
 
 
 def engine_name(engine: str) -> str:

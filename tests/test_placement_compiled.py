@@ -1,5 +1,6 @@
 """The compiled replay engine (policies/replay/compiled.py) makes the Python engine's
-decisions and samples, exactly, on random pools: Best-Fit and NILAS, oracle and exact-curve
+decisions and samples, exactly, on random pools: Best-Fit, NILAS and LAVA (its strict
+ablation, given classes), oracle and exact-curve
 lifetimes, warm-up VMs, both warm starts, refresh intervals 0 and 15 minutes, stranding; and
 what it does not support replays in Python."""
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from policies.best_fit import BestFit
+from policies.la import LifetimeAlignment
 from policies.lars import Lars
 from policies.lava import Lava
 from policies.nilas import Nilas
@@ -45,7 +47,12 @@ def assert_same(python, fast):
         np.testing.assert_equal(fast.summary[name], value, err_msg=name)
 
 
-@pytest.mark.parametrize("make_policy", [BestFit, Nilas], ids=["best_fit", "nilas"])
+def lava_strict():
+    return Lava(strict_recycling=True)
+
+
+@pytest.mark.parametrize("make_policy", [BestFit, Nilas, Lava, lava_strict],
+                         ids=["best_fit", "nilas", "lava", "lava_strict_recycling"])
 @pytest.mark.parametrize("warm_start", [POLICY_FROM_START, BEST_FIT_UNTIL_METRICS])
 @pytest.mark.parametrize("refresh_interval_s", [900.0, 0.0])
 def test_compiled_engine_equals_python_on_random_pools(small_model, make_policy, warm_start,  # noqa: F811
@@ -69,6 +76,18 @@ def test_compiled_engine_equals_python_on_random_pools(small_model, make_policy,
             assert_same(python, fast)
 
 
+def test_lava_with_given_classes_equals_python(small_model):  # noqa: F811
+    for seed in range(3):
+        trace, pool = random_pool(seed, num_vms=500, num_hosts=10)
+        classes = np.random.default_rng(seed).integers(0, 4, len(trace))
+        for lifetimes in (OracleLifetimes(trace.lifetime_s()),
+                          curves_for(small_model, trace, seed)):
+            python, fast = both_engines(
+                trace, pool, lambda: Lava(vm_classes=classes), lifetimes,
+                start_us=2 * 3600 * S, warmup_s=6 * 3600.0, sample_period_s=1800.0)
+            assert_same(python, fast)
+
+
 def test_a_take_over_after_the_end_still_refreshes_as_in_python(small_model):  # noqa: F811
     trace, pool = random_pool(3, num_vms=300, num_hosts=8)
     lifetimes = curves_for(small_model, trace, 3)
@@ -84,9 +103,10 @@ def test_what_the_compiled_engine_does_not_support_replays_in_python(small_model
     oracle = OracleLifetimes(trace.lifetime_s())
     noisy = NoisyOracleLifetimes(trace.lifetime_s(), accuracy=0.6)
     assert compiled.supports(Nilas(), oracle, None, state, uses_cache=False)
-    # A repredicting source other than exact curves, LAVA, LARS, three dimensions.
+    # A repredicting source other than exact curves, LA, LARS, three dimensions.
     assert not compiled.supports(Nilas(), noisy, None, state, uses_cache=True)
-    assert not compiled.supports(Lava(), oracle, None, state, uses_cache=False)
+    assert not compiled.supports(LifetimeAlignment((7200,)), oracle, None, state,
+                                 uses_cache=False)
     assert not compiled.supports(Nilas(), oracle, Lars(30.0), state, uses_cache=False)
     three = PoolState(PoolSpec(np.ones((2, 3)), ("cpu", "memory", "disk")))
     assert not compiled.supports(BestFit(), oracle, None, three, uses_cache=False)

@@ -181,8 +181,9 @@ def recycling_violations(policy, trace, pool):
         return host
 
     policy.select = checked_select
+    # The Python engine calls the policy object (the compiled one makes its decisions).
     simulate(trace, pool, policy, OracleLifetimes(trace.lifetime_s()), start_us=0, warmup_s=0,
-             sample_period_s=86400)
+             sample_period_s=86400, engine="python")
     return violations
 
 

@@ -57,9 +57,9 @@ POLICY_FROM_START = "policy_from_start"
 BEST_FIT_UNTIL_METRICS = "best_fit_until_metrics"
 WARM_STARTS = (POLICY_FROM_START, BEST_FIT_UNTIL_METRICS)
 # Engines: "auto" replays in the compiled engine what it supports (policies/replay/compiled.py:
-# Best-Fit and NILAS, no LARS, two dimensions, oracle-like or exact-curve lifetimes) and the
-# rest in Python; "python" replays everything in Python (the reference the compiled engine is
-# tested against).
+# Best-Fit, NILAS and LAVA, no LARS, two dimensions, oracle-like or exact-curve lifetimes) and
+# the rest in Python; "python" replays everything in Python (the reference the compiled engine
+# is tested against).
 ENGINES = ("auto", "python")
 
 
@@ -316,16 +316,20 @@ class _Replay:
                                          exit_vms)
         self.metrics = PlacementMetrics(engine.state, *self._metrics_options)
         cursor = engine.cursor
-        for sample_us in range(self.metrics_start_us, self.end_us + 1, self.sample_period_us):
-            engine.advance(sample_us)
+
+        def advance(until_us: int) -> None:
+            engine.advance(until_us)
             self.progress.now_us = int(cursor[compiled.NOW])
             self.progress.arrivals = int(cursor[compiled.ARRIVAL])
+
+        for sample_us in range(self.metrics_start_us, self.end_us + 1, self.sample_period_us):
+            advance(sample_us)
             self.metrics.sample(sample_us, int(cursor[compiled.PLACEMENTS]),
                                 int(cursor[compiled.FAILED]), 0)
         # Past the end only for a take-over after it, which still refreshes the cache.
-        engine.advance(max(self.end_us, self.takeover_us))
-        self.placements, self.failed = int(cursor[compiled.PLACEMENTS]), int(
-            cursor[compiled.FAILED])
+        advance(max(self.end_us, self.takeover_us))
+        self.placements = int(cursor[compiled.PLACEMENTS])
+        self.failed = int(cursor[compiled.FAILED])
         if self.cache is not None:
             self.cache.num_predictions = int(cursor[compiled.PREDICTIONS])
             self.cache.num_batches = int(cursor[compiled.BATCHES])
