@@ -166,7 +166,10 @@ class CompiledReplay:
             np.zeros(num_hosts, np.int64), np.zeros(num_hosts, np.int64),
             np.zeros(8 * num_hosts + 64, np.int64), np.zeros(8 * num_hosts + 64, np.int64),
             np.zeros(5 * num_hosts + 64, np.int64), np.zeros(5 * num_hosts + 64, np.int64),
-            np.zeros(num_vms, np.int64), np.zeros(num_vms, np.int64),  # vm_rem, column
+            # Per VM: remaining lifetime and curve interval at its host's last reprediction,
+            # and the end of that interval (µs).
+            np.zeros(num_vms, np.int64), np.zeros(num_vms, np.int64),
+            np.zeros(num_vms, np.int64),
             np.asarray(trace.arrival_us, np.int64)) + curves
         self.lava_arrays = self._lava(replay.policy, pool, num_vms, len(replayed))
         dirty_hosts = np.flatnonzero(state.occupancy > 0)

@@ -32,7 +32,7 @@ def remaining_on_curve(vm, now, arrival, row_of_vm, cell_us, end_us, column):
 @numba.njit(cache=True)
 def refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, fresh,
             last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
-            queue_time, queue_host, heap_time, heap_host, vm_rem, column, arrival_all,
+            queue_time, queue_host, heap_time, heap_host, vm_rem, column, vm_end, arrival_all,
             row_of_vm, cell_us, end_us):
     """`HostExitCache.refresh(now)` with exact curves: the used hosts touched since, due by
     the interval, or whose exit estimate passed, repredicted."""
@@ -80,7 +80,7 @@ def refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, f
             continue
         repredicted += 1
         repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max_rem,
-                  next_end, stale, vm_rem, column, arrival_all, row_of_vm, cell_us, end_us)
+                  next_end, stale, vm_rem, column, vm_end, arrival_all, row_of_vm, cell_us, end_us)
         cursor[PREDICTIONS] += occupancy[h]
         if interval > 0:
             schedule(h, now + interval, cursor, host_exit, queue_time, queue_host,
@@ -94,7 +94,7 @@ def refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, f
 
 @numba.njit(cache=True)
 def repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max_rem,
-              next_end, stale, vm_rem, column, arrival_all, row_of_vm, cell_us, end_us):
+              next_end, stale, vm_rem, column, vm_end, arrival_all, row_of_vm, cell_us, end_us):
     """Host h's exit estimate at `now`: now + the largest remaining lifetime of its VMs,
     looking up only its fresh VMs unless one left or moved to its next interval."""
     every_vm = stale[h] or now > next_end[h]
@@ -104,14 +104,16 @@ def repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max
         largest, end = max_rem[h], next_end[h]
     v = head[h]
     while v >= 0 and (every_vm or fresh[v]):
-        remaining = remaining_on_curve(v, now, arrival_all, row_of_vm, cell_us, end_us, column)
-        vm_rem[v] = remaining
-        fresh[v] = False
-        if remaining > largest:
-            largest = remaining
-        interval_end = arrival_all[v] + end_us[column[v]]
-        if interval_end < end:
-            end = interval_end
+        if fresh[v] or vm_end[v] < now:
+            # A new VM, or one past its interval: look its curve up (else it is unchanged).
+            vm_rem[v] = remaining_on_curve(v, now, arrival_all, row_of_vm, cell_us, end_us,
+                                           column)
+            vm_end[v] = arrival_all[v] + end_us[column[v]]
+            fresh[v] = False
+        if vm_rem[v] > largest:
+            largest = vm_rem[v]
+        if vm_end[v] < end:
+            end = vm_end[v]
         v = next_vm[v]
     stale[h] = False
     max_rem[h] = largest

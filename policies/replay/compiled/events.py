@@ -43,7 +43,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
               true_exits, exit_times, exit_vms, d0, d1, lim0, lim1, room0, room1, occupancy,
               host_exit, head, next_vm, prev_vm, vm_host, vm_exit, fresh, decisions,
               last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
-              queue_time, queue_host, heap_time, heap_host, vm_rem, column, arrival_all,
+              queue_time, queue_host, heap_time, heap_host, vm_rem, column, vm_end, arrival_all,
               row_of_vm, cell_us, end_us, lava_host, recycle_0, recycle_1, vm_seq, vm_classes,
               timer_time, timer_host, lava_bounds, buckets):
     w0, w1 = weights[0], weights[1]
@@ -64,7 +64,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
                 refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit,
                         fresh, last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack,
                         due_list, queue_time, queue_host, heap_time, heap_host, vm_rem,
-                        column, arrival_all, row_of_vm, cell_us, end_us)
+                        column, vm_end, arrival_all, row_of_vm, cell_us, end_us)
             if lava:
                 lava_bind(now, cursor, occupancy, host_exit, head, next_vm, room0, room1,
                           lava_host, recycle_0, recycle_1, vm_seq, timer_time, timer_host,
@@ -100,7 +100,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         if params[REPREDICT]:
             refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, fresh,
                     last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
-                    queue_time, queue_host, heap_time, heap_host, vm_rem, column,
+                    queue_time, queue_host, heap_time, heap_host, vm_rem, column, vm_end,
                     arrival_all, row_of_vm, cell_us, end_us)
         policy = params[POLICY] if i >= params[CUT] else BEST_FIT
         exit_us = arrival_exits[i]
