@@ -124,6 +124,8 @@ def repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max
 
 @numba.njit(cache=True)
 def schedule(h, due_us, cursor, host_exit, queue_time, queue_host, heap_time, heap_host):
+    """Host h is due again at `due_us` (FIFO), or when its exit estimate passes if that is
+    earlier (heap), as `HostExitCache._schedule` records a reprediction."""
     tail = cursor[Q_TAIL]
     if tail == queue_time.shape[0]:
         # Shift the live entries to the front (the compaction keeps at most all hosts).
@@ -141,7 +143,7 @@ def schedule(h, due_us, cursor, host_exit, queue_time, queue_host, heap_time, he
 @numba.njit(cache=True)
 def compact(cursor, interval, num_hosts, occupancy, host_exit, last_pred, queue_time,
             queue_host, heap_time, heap_host):
-    """Drops superseded entries as `HostExitCache.schedule` does, past 4 per host."""
+    """Drops superseded entries as `HostExitCache._schedule` does, past 4 per host."""
     if cursor[HEAP_N] > 4 * num_hosts:
         n = 0
         for h in range(num_hosts):
