@@ -1,4 +1,4 @@
-"""The compiled replay engine (policies/replay/compiled.py) makes the Python engine's
+"""The compiled replay engine (policies/replay/compiled/) makes the Python engine's
 decisions and samples, exactly, on random pools: Best-Fit, NILAS and LAVA (its strict
 ablation, given classes), oracle and exact-curve
 lifetimes, warm-up VMs, both warm starts, refresh intervals 0 and 15 minutes, stranding; and

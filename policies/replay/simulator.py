@@ -56,7 +56,7 @@ NOT_REPLAYED = -2
 POLICY_FROM_START = "policy_from_start"
 BEST_FIT_UNTIL_METRICS = "best_fit_until_metrics"
 WARM_STARTS = (POLICY_FROM_START, BEST_FIT_UNTIL_METRICS)
-# Engines: "auto" replays in the compiled engine what it supports (policies/replay/compiled.py:
+# Engines: "auto" replays in the compiled engine what it supports (policies/replay/compiled/:
 # Best-Fit, NILAS and LAVA, no LARS, two dimensions, oracle-like or exact-curve lifetimes) and
 # the rest in Python; "python" replays everything in Python (the reference the compiled engine
 # is tested against).
