@@ -55,8 +55,8 @@ def lava_strict():
                          ids=["best_fit", "nilas", "lava", "lava_strict_recycling"])
 @pytest.mark.parametrize("warm_start", [POLICY_FROM_START, BEST_FIT_UNTIL_METRICS])
 @pytest.mark.parametrize("refresh_interval_s", [900.0, 0.0])
-def test_compiled_engine_equals_python_on_random_pools(small_model, make_policy, warm_start,  # noqa: F811
-                                                       refresh_interval_s):
+def test_compiled_engine_equals_python_on_random_pools(  # noqa: F811 (small_model)
+        small_model, make_policy, warm_start, refresh_interval_s):
     for seed in range(4):
         trace, pool = random_pool(seed, num_vms=500, num_hosts=10,
                                   zero_lifetime_fraction=0.05 * (seed % 2))
