@@ -15,7 +15,8 @@ in percentage points. The pools, models, lifetime sources and simulator settings
 placement stage's own (`pool_inputs`, `lifetime_source`, `lava_vm_classes`,
 `simulate_options`), so the plain-LAVA cells equal the run's `lava` rows of those sources,
 and the class classifiers with the uptime model its `uptime_model_lava_classes` row. About
-1 CPU-minute per model or oracle column and 2 per noisy one on the Azure sample.
+20 s for the default columns (the compiled engine) and 1 CPU-minute per noisy one (the
+Python engine) on the Azure sample.
 
     .venv/bin/python scripts/lava_limits.py results/azure_placement
     .venv/bin/python scripts/lava_limits.py results/azure_placement \
