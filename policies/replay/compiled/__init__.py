@@ -18,12 +18,20 @@ from `CompiledPool`, a view of the engine's arrays.
 State per host: room, occupancy, exit estimate, the time of its last reprediction, and for
 repredictions the largest remaining lifetime of its VMs at that time (`max_rem`), the
 earliest end of their current curve intervals (`next_end`), and whether a VM that held the
-largest one left (`stale`). VMs on a host are a doubly linked list, newest first, so the VMs
-placed since the last reprediction (`fresh`) lead it. LAVA's host states, classes,
-deadlines and residual counts are columns of `lava_host`; its timers a heap by (time, host),
-handled after the exits and before the arrivals of their time, as the Python engine's events.
+largest one left (`stale`). A host's VMs are rows of the table `vms` (a column per field),
+in a chain of blocks of 16 rows, those placed since the last reprediction (fresh) last
+(slots.py, rows.py): a reprediction reads a few contiguous blocks. LAVA's host states,
+classes, deadlines and residual counts are columns of `lava_host`; its timers a heap by
+(time, host), handled after the exits and before the arrivals of their time, as the Python
+engine's events.
+
+The kernels are compiled without numba's reference counting (`_nrt=False`): they allocate
+nothing, and counting each array argument of each call cost about a quarter of a replay
+(atomic increments, measured with perf). numba caches them once per machine
+(`kernel_cache` flushes that cache when any of the package's sources changes).
 """
 
+import pathlib
 from typing import Optional
 
 import numpy as np
@@ -31,14 +39,21 @@ import numpy as np
 from policies.best_fit import BestFit
 from policies.lava import LAVA_CLASS_BOUNDS_S, Lava
 from policies.nilas import TEMPORAL_COST_BUCKETS_S, Nilas
+from policies.replay.compiled import kernel_cache
 from policies.replay.compiled.events import run_until
 from policies.replay.compiled.slots import (
     ARRIVAL,
+    ARRIVED,
     BATCHES,
     BEST_FIT,
+    BLOCK_ROWS,
     CURSOR_SIZE,
     DEADLINE,
+    EXIT,
     FAILED,
+    FIRST_BLOCK,
+    FREE_N,
+    LAST_BLOCK,
     LAVA,
     LIVE,
     N_DIRTY,
@@ -47,13 +62,21 @@ from policies.replay.compiled.slots import (
     NOW,
     PLACEMENTS,
     PREDICTIONS,
+    ROW,
     TIMER,
+    VM,
+    VM_COLUMNS,
 )
+from policies.replay.compiled.rows import add_row
 from policies.replay.pool import PoolState, used_above_room
 from predictors.lifetime.curves import _NEVER_US, LifetimeCurves, uptime_us_bounds
 
 __all__ = ["ARRIVAL", "BATCHES", "FAILED", "NOW", "PLACEMENTS", "PREDICTIONS", "CompiledReplay",
            "supports"]
+# Before any kernel is loaded: cache entries compiled from older sources are dropped.
+kernel_cache.flush_if_sources_changed(pathlib.Path(__file__).parent,
+                                     kernel_cache.package_kernels(__name__))
+
 _BUCKETS_US = np.array(TEMPORAL_COST_BUCKETS_S, np.int64) * 1_000_000
 _LAVA_BOUNDS_US = np.array(LAVA_CLASS_BOUNDS_S, np.int64) * 1_000_000
 
@@ -68,6 +91,16 @@ def supports(policy, lifetimes, lars, pool: PoolState, uses_cache: bool) -> bool
             and not np.isnan(lifetimes.values).any())
 
 
+def _most_alive(arrivals_us: np.ndarray, exits_us: np.ndarray) -> int:
+    """At least the most of these VMs on hosts at once (rows of `vms` for them): after each
+    arrival, the VMs arrived so far less those that left before its time (a VM leaving at its
+    time may still be there; one that fails is counted too)."""
+    if len(arrivals_us) == 0:
+        return 0
+    left = np.searchsorted(np.sort(exits_us), arrivals_us, side="left")
+    return int(np.max(np.arange(1, len(arrivals_us) + 1) - left))
+
+
 def _policy_kind(policy) -> int:
     return {BestFit: BEST_FIT, Nilas: NILAS, Lava: LAVA}[type(policy)]
 
@@ -75,7 +108,8 @@ def _policy_kind(policy) -> int:
 class CompiledPool:
     """The engine's state, and the `PoolState` attributes that `PlacementMetrics` reads."""
 
-    def __init__(self, pool: PoolState, vm_exit_us: dict, num_vms: int):
+    def __init__(self, pool: PoolState, vm_exit_us: dict, num_rows: int,
+                 arrival_us: np.ndarray, row_of_vm: np.ndarray, cursor: np.ndarray):
         self.spec, self.capacity, self.num_hosts = pool.spec, pool.capacity, pool.num_hosts
         self.limit = pool.limit
         num_hosts = pool.num_hosts
@@ -85,20 +119,23 @@ class CompiledPool:
         self.host_exit_us = np.array(pool.host_exit_us, dtype=np.int64)
         self.limit_0 = np.ascontiguousarray(pool.limit[:, 0])
         self.limit_1 = np.ascontiguousarray(pool.limit[:, 1])
-        self.head = np.full(num_hosts, -1, np.int64)
-        self.next_vm = np.full(num_vms, -1, np.int64)
-        self.prev_vm = np.full(num_vms, -1, np.int64)
-        self.host_of = np.full(num_vms, -1, np.int64)
-        self.vm_exit_us = np.zeros(num_vms, np.int64)
-        self.fresh = np.zeros(num_vms, np.bool_)
-        for vm, host in pool.vm_host.items():  # the warm-up's VMs: new to the cache
-            self.host_of[vm] = host
-            self.vm_exit_us[vm] = vm_exit_us[vm]
-            self.fresh[vm] = True
-            self.next_vm[vm] = self.head[host]
-            if self.head[host] >= 0:
-                self.prev_vm[self.head[host]] = vm
-            self.head[host] = vm
+        num_blocks = num_rows // BLOCK_ROWS + num_hosts + 1  # each host's last is partial
+        self.vms = np.zeros((VM_COLUMNS, num_blocks * BLOCK_ROWS), np.int64)
+        self.slot_of = np.full(len(arrival_us), -1, np.int64)
+        self.host_blocks = np.zeros((num_hosts, 3), np.int64)
+        self.host_blocks[:, [FIRST_BLOCK, LAST_BLOCK]] = -1
+        self.block_links = np.zeros((num_blocks, 4), np.int64)
+        # A stack of the free blocks (its first cursor[FREE_N] entries), the lowest on top.
+        self.free_blocks = np.arange(num_blocks - 1, -1, -1, dtype=np.int64)
+        cursor[FREE_N] = num_blocks
+        count = np.zeros(num_hosts, np.int64)
+        for vm, host in pool.vm_host.items():  # the warm-up's VMs: fresh
+            row = add_row(host, count[host], cursor, self.host_blocks, self.block_links,
+                          self.free_blocks)
+            count[host] += 1
+            self.slot_of[vm] = row
+            self.vms[[VM, EXIT, ARRIVED, ROW], row] = (vm, vm_exit_us[vm], arrival_us[vm],
+                                                      row_of_vm[vm])
         self.live = len(pool.vm_host)
         self.vm_host = _LiveVms(self)
 
@@ -134,9 +171,13 @@ class CompiledReplay:
         pool = replay.pool
         trace = replay.trace
         num_vms, num_hosts = len(trace), pool.num_hosts
-        self.state = state = CompiledPool(pool, {vm: pool.vm_exit_us(vm) for vm in pool.vm_host},
-                                          num_vms)
         cache = replay.cache
+        curves = self._curves(replay.lifetimes if cache is not None else None, num_vms)
+        arrival_all = np.asarray(trace.arrival_us, np.int64)
+        num_rows = len(pool.vm_host) + _most_alive(arrivals_us, trace.exit_us[replayed])
+        self.cursor = np.zeros(CURSOR_SIZE, np.int64)
+        self.state = state = CompiledPool(pool, {vm: pool.vm_exit_us(vm) for vm in pool.vm_host},
+                                          num_rows, arrival_all, curves[0], self.cursor)
         cut = int(np.searchsorted(arrivals_us, replay.takeover_us))
         self.cut = cut
         self.params = np.array([
@@ -146,16 +187,15 @@ class CompiledReplay:
             cache.interval_us if cache is not None else 0, replay.metrics_start_us,
             int(getattr(replay.policy, "strict_recycling", False))], dtype=np.int64)
         self.weights = np.array(pool.weights, dtype=np.float64)
-        self.cursor = np.zeros(CURSOR_SIZE, np.int64)
         self.cursor[LIVE] = state.live
         self.arrivals = (np.asarray(replayed, np.int64), np.asarray(arrivals_us, np.int64),
                          np.asarray(exits_us, np.int64),
                          trace.exit_us[np.asarray(replayed, np.int64)].astype(np.int64))
+        self.curve_rows = (arrival_all, curves[0])
         self.exit_stream = (np.asarray(exit_times, np.int64), np.asarray(exit_vms, np.int64))
         self.demand = (np.ascontiguousarray(trace.demand[:, 0]),
                        np.ascontiguousarray(trace.demand[:, 1]))
         self.decisions = np.full(len(replayed), -1, np.int64)
-        curves = self._curves(replay.lifetimes if cache is not None else None, num_vms)
         self.cache_arrays = (
             np.full(num_hosts, NONE, np.int64),  # last reprediction
             np.zeros(num_hosts, np.int64),  # max_rem
@@ -166,11 +206,7 @@ class CompiledReplay:
             np.zeros(num_hosts, np.int64), np.zeros(num_hosts, np.int64),
             np.zeros(8 * num_hosts + 64, np.int64), np.zeros(8 * num_hosts + 64, np.int64),
             np.zeros(5 * num_hosts + 64, np.int64), np.zeros(5 * num_hosts + 64, np.int64),
-            # Per VM: remaining lifetime and curve interval at its host's last reprediction,
-            # and the end of that interval (µs).
-            np.zeros(num_vms, np.int64), np.zeros(num_vms, np.int64),
-            np.zeros(num_vms, np.int64),
-            np.asarray(trace.arrival_us, np.int64)) + curves
+            *curves[1:])
         self.lava_arrays = self._lava(replay.policy, pool, num_vms, len(replayed))
         dirty_hosts = np.flatnonzero(state.occupancy > 0)
         self.cache_arrays[6][:len(dirty_hosts)] = dirty_hosts
@@ -179,7 +215,7 @@ class CompiledReplay:
     @staticmethod
     def _lava(policy, pool: PoolState, num_vms: int, num_arrivals: int):
         """LAVA's state: per host (the columns above) and recycle room float64[H, 2], per VM
-        its placement number and given class (-1: from its predicted exit), the timer heap."""
+        its given class (-1: from its predicted exit), the timer heap."""
         num_hosts = pool.num_hosts
         lava_host = np.zeros((num_hosts, 6), np.int64)
         lava_host[:, DEADLINE] = lava_host[:, TIMER] = NONE
@@ -191,9 +227,8 @@ class CompiledReplay:
                 vm_classes[:] = policy.vm_classes
         timers = 4 * num_hosts + num_arrivals // 8 + 64
         return (lava_host, np.ascontiguousarray(recycle_room[:, 0]),
-                np.ascontiguousarray(recycle_room[:, 1]), np.zeros(num_vms, np.int64),
-                vm_classes, np.zeros(timers, np.int64), np.zeros(timers, np.int64),
-                _LAVA_BOUNDS_US)
+                np.ascontiguousarray(recycle_room[:, 1]), vm_classes,
+                np.zeros(timers, np.int64), np.zeros(timers, np.int64), _LAVA_BOUNDS_US)
 
     @staticmethod
     def _curves(curves: Optional[LifetimeCurves], num_vms: int):
@@ -211,9 +246,8 @@ class CompiledReplay:
         """Handles every exit and arrival up to `until_us` (inclusive), in the replay's order."""
         state = self.state
         run_until(until_us, self.cursor, self.params, self.weights, *self.arrivals,
-                  *self.exit_stream, *self.demand, state.limit_0, state.limit_1,
-                  state.room0, state.room1, state.occupancy,
-                  state.host_exit_us, state.head, state.next_vm, state.prev_vm, state.host_of,
-                  state.vm_exit_us, state.fresh, self.decisions, *self.cache_arrays,
-                  *self.lava_arrays, _BUCKETS_US)
+                  *self.exit_stream, *self.curve_rows, *self.demand, state.limit_0,
+                  state.limit_1, state.room0, state.room1, state.occupancy,
+                  state.host_exit_us, state.vms, state.slot_of, state.host_blocks,
+                  state.block_links, state.free_blocks, self.decisions, *self.cache_arrays, *self.lava_arrays, _BUCKETS_US)
         state.live = int(self.cursor[LIVE])

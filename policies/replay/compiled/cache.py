@@ -5,35 +5,44 @@ arrived, left or moved to its next curve interval."""
 import numba
 import numpy as np
 
-from policies.replay.compiled.heap import heap_pop, heap_push
+from policies.replay.compiled.heap import heap_pop, heap_push, sort_pairs
 from policies.replay.compiled.slots import (
+    ARRIVED,
     BATCHES,
+    BLOCK_ROWS,
+    COLUMN,
+    END,
+    FRESH_N,
     HEAP_N,
     INTERVAL_US,
     N_DIRTY,
+    NEXT_BLOCK,
     NONE,
     PREDICTIONS,
     Q_HEAD,
     Q_TAIL,
+    REM,
+    ROW,
 )
+from policies.replay.compiled.rows import row_at
 
 
-@numba.njit(cache=True)
-def remaining_on_curve(vm, now, arrival, row_of_vm, cell_us, end_us, column):
-    """The VM's remaining lifetime (µs) on its curve interval at `now` (moving forward)."""
-    c = column[vm]
-    uptime = now - arrival[vm]
+@numba.njit(cache=True, inline="always", _nrt=False)
+def remaining_on_curve(row, now, vms, cell_us, end_us):
+    """The remaining lifetime (µs) of the VM in `row` on its curve interval at `now` (moving
+    forward)."""
+    c = vms[COLUMN, row]
+    uptime = now - vms[ARRIVED, row]
     while end_us[c] < uptime:
         c += 1
-    column[vm] = c
-    return cell_us[row_of_vm[vm], c]
+    vms[COLUMN, row] = c
+    return cell_us[vms[ROW, row], c]
 
 
-@numba.njit(cache=True)
-def refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, fresh,
+@numba.njit(cache=True, _nrt=False)
+def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
             last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
-            queue_time, queue_host, heap_time, heap_host, vm_rem, column, vm_end, arrival_all,
-            row_of_vm, cell_us, end_us):
+            queue_time, queue_host, heap_time, heap_host, cell_us, end_us):
     """`HostExitCache.refresh(now)` with exact curves: the used hosts touched since, due by
     the interval, or whose exit estimate passed, repredicted."""
     interval = params[INTERVAL_US]
@@ -79,8 +88,8 @@ def refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, f
         if occupancy[h] == 0:
             continue
         repredicted += 1
-        repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max_rem,
-                  next_end, stale, vm_rem, column, vm_end, arrival_all, row_of_vm, cell_us, end_us)
+        repredict(h, now, occupancy[h], host_exit, vms, host_blocks, block_links, last_pred,
+                  max_rem, next_end, stale, cell_us, end_us)
         cursor[PREDICTIONS] += occupancy[h]
         if interval > 0:
             schedule(h, now + interval, cursor, host_exit, queue_time, queue_host,
@@ -92,29 +101,32 @@ def refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, f
                     queue_time, queue_host, heap_time, heap_host)
 
 
-@numba.njit(cache=True)
-def repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max_rem,
-              next_end, stale, vm_rem, column, vm_end, arrival_all, row_of_vm, cell_us, end_us):
-    """Host h's exit estimate at `now`: now + the largest remaining lifetime of its VMs,
-    looking up only its fresh VMs unless one left or moved to its next interval."""
-    every_vm = stale[h] or now > next_end[h]
-    if every_vm:
-        largest, end = -1, np.int64(1 << 62)
+@numba.njit(cache=True, inline="always", _nrt=False)
+def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred, max_rem,
+              next_end, stale, cell_us, end_us):
+    """Host h's exit estimate at `now`: now + the largest remaining lifetime of its `count`
+    VMs, looking up only its fresh VMs unless one left or moved to its next interval."""
+    first_fresh = count - host_blocks[h, FRESH_N]
+    if stale[h] or now > next_end[h]:
+        start, largest, end = 0, np.int64(-1), np.int64(1 << 62)
     else:
-        largest, end = max_rem[h], next_end[h]
-    v = head[h]
-    while v >= 0 and (every_vm or fresh[v]):
-        if fresh[v] or vm_end[v] < now:
-            # A new VM, or one past its interval: look its curve up (else it is unchanged).
-            vm_rem[v] = remaining_on_curve(v, now, arrival_all, row_of_vm, cell_us, end_us,
-                                           column)
-            vm_end[v] = arrival_all[v] + end_us[column[v]]
-            fresh[v] = False
-        if vm_rem[v] > largest:
-            largest = vm_rem[v]
-        if vm_end[v] < end:
-            end = vm_end[v]
-        v = next_vm[v]
+        start, largest, end = first_fresh, max_rem[h], next_end[h]
+    if start < count:
+        row = row_at(h, start, count, host_blocks, block_links)
+        b = row // BLOCK_ROWS
+        for pos in range(start, count):
+            row = b * BLOCK_ROWS + pos % BLOCK_ROWS
+            if pos >= first_fresh or vms[END, row] < now:
+                # A new VM, or one past its interval: look its curve up (else unchanged).
+                vms[REM, row] = remaining_on_curve(row, now, vms, cell_us, end_us)
+                vms[END, row] = vms[ARRIVED, row] + end_us[vms[COLUMN, row]]
+            if vms[REM, row] > largest:
+                largest = vms[REM, row]
+            if vms[END, row] < end:
+                end = vms[END, row]
+            if (pos + 1) % BLOCK_ROWS == 0:
+                b = block_links[b, NEXT_BLOCK]
+    host_blocks[h, FRESH_N] = 0
     stale[h] = False
     max_rem[h] = largest
     next_end[h] = end
@@ -122,7 +134,7 @@ def repredict(h, now, occupancy, host_exit, head, next_vm, fresh, last_pred, max
     last_pred[h] = now
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", _nrt=False)
 def schedule(h, due_us, cursor, host_exit, queue_time, queue_host, heap_time, heap_host):
     """Host h is due again at `due_us` (FIFO), or when its exit estimate passes if that is
     earlier (heap), as `HostExitCache._schedule` records a reprediction."""
@@ -130,8 +142,9 @@ def schedule(h, due_us, cursor, host_exit, queue_time, queue_host, heap_time, he
     if tail == queue_time.shape[0]:
         # Shift the live entries to the front (the compaction keeps at most all hosts).
         live = tail - cursor[Q_HEAD]
-        queue_time[:live] = queue_time[cursor[Q_HEAD]:tail].copy()
-        queue_host[:live] = queue_host[cursor[Q_HEAD]:tail].copy()
+        for k in range(live):  # forward: the target is before the source
+            queue_time[k] = queue_time[cursor[Q_HEAD] + k]
+            queue_host[k] = queue_host[cursor[Q_HEAD] + k]
         cursor[Q_HEAD], tail = 0, live
     queue_time[tail] = due_us
     queue_host[tail] = h
@@ -140,7 +153,7 @@ def schedule(h, due_us, cursor, host_exit, queue_time, queue_host, heap_time, he
         cursor[HEAP_N] = heap_push(heap_time, heap_host, cursor[HEAP_N], host_exit[h], h)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def compact(cursor, interval, num_hosts, occupancy, host_exit, last_pred, queue_time,
             queue_host, heap_time, heap_host):
     """Drops superseded entries as `HostExitCache._schedule` does, past 4 per host."""
@@ -151,10 +164,11 @@ def compact(cursor, interval, num_hosts, occupancy, host_exit, last_pred, queue_
                 n = heap_push(heap_time, heap_host, n, host_exit[h], h)
         cursor[HEAP_N] = n
     if cursor[Q_TAIL] - cursor[Q_HEAD] > 4 * num_hosts:
-        hosts = np.flatnonzero(last_pred != NONE)
-        due = last_pred[hosts] + interval
-        order = np.argsort(due, kind="mergesort")  # stable: host order among equal times
-        n = hosts.shape[0]
-        queue_time[:n] = due[order]
-        queue_host[:n] = hosts[order]
+        n = 0
+        for h in range(num_hosts):
+            if last_pred[h] != NONE:
+                queue_time[n] = last_pred[h] + interval
+                queue_host[n] = h
+                n += 1
+        sort_pairs(queue_time, queue_host, n)  # by time, then host
         cursor[Q_HEAD], cursor[Q_TAIL] = 0, n

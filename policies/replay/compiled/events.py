@@ -18,34 +18,46 @@ from policies.replay.compiled.nilas import select
 from policies.replay.compiled.slots import (
     ARRIVAL,
     BEST_FIT,
+    ARRIVED,
+    BLOCK_ROWS,
+    COLUMN,
     CUT,
+    EXIT,
     EXIT_POS,
     FAILED,
+    FIRST_BLOCK,
+    FRESH_N,
     LAVA,
     LIVE,
     METRICS_US,
+    NEXT_BLOCK,
     NOW,
     N_DIRTY,
     PLACEMENTS,
+    PLACED_SEQ,
     POLICY,
+    REM,
     REPREDICT,
+    ROW,
     STRICT,
     TAKEN_OVER,
     TAKEOVER_REFRESH,
     TAKEOVER_US,
     TIMERS_N,
+    VM,
 )
+from policies.replay.compiled.rows import add_row, drop_row, host_of_row, position
 from policies.replay.pool import NO_EXIT_US
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exits,
-              true_exits, exit_times, exit_vms, d0, d1, lim0, lim1, room0, room1, occupancy,
-              host_exit, head, next_vm, prev_vm, vm_host, vm_exit, fresh, decisions,
+              true_exits, exit_times, exit_vms, arrival_all, row_of_vm, d0, d1, lim0, lim1,
+              room0, room1, occupancy, host_exit, vms, slot_of, host_blocks, block_links,
+              free_blocks, decisions,
               last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
-              queue_time, queue_host, heap_time, heap_host, vm_rem, column, vm_end, arrival_all,
-              row_of_vm, cell_us, end_us, lava_host, recycle_0, recycle_1, vm_seq, vm_classes,
-              timer_time, timer_host, lava_bounds, buckets):
+              queue_time, queue_host, heap_time, heap_host, cell_us, end_us, lava_host,
+              recycle_0, recycle_1, vm_classes, timer_time, timer_host, lava_bounds, buckets):
     w0, w1 = weights[0], weights[1]
     n_arrivals, n_exits = replayed.shape[0], exit_times.shape[0]
     never = np.int64(1 << 62)
@@ -61,13 +73,14 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
                 and next_exit >= params[TAKEOVER_US]:
             now = params[TAKEOVER_US]
             if params[TAKEOVER_REFRESH]:
-                refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit,
-                        fresh, last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack,
-                        due_list, queue_time, queue_host, heap_time, heap_host, vm_rem,
-                        column, vm_end, arrival_all, row_of_vm, cell_us, end_us)
+                refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks,
+                        block_links, last_pred, max_rem, next_end, stale, dirty, mark,
+                        dirty_stack, due_list, queue_time, queue_host, heap_time, heap_host,
+                        cell_us, end_us)
             if lava:
-                lava_bind(now, cursor, occupancy, host_exit, head, next_vm, room0, room1,
-                          lava_host, recycle_0, recycle_1, vm_seq, timer_time, timer_host,
+                lava_bind(now, cursor, occupancy, host_exit, vms, host_blocks, block_links,
+                          room0, room1,
+                          lava_host, recycle_0, recycle_1, timer_time, timer_host,
                           lava_bounds)
             cursor[TAKEN_OVER] = 1
             continue
@@ -77,12 +90,13 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         if next_exit <= until_us and next_exit <= next_timer and next_exit <= next_arrival:
             cursor[EXIT_POS] = pos + 1
             vm = exit_vms[pos]
-            if vm_host[vm] >= 0:
+            if slot_of[vm] >= 0:
+                seq = vms[PLACED_SEQ, slot_of[vm]]
                 host = remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy,
-                              host_exit, head, next_vm, prev_vm, vm_host, vm_exit, fresh,
-                              last_pred, max_rem, stale, dirty, dirty_stack, vm_rem)
+                              host_exit, vms, slot_of, host_blocks, block_links, free_blocks,
+                              last_pred, max_rem, stale, dirty, dirty_stack)
                 if lava_on:
-                    lava_removed(vm, host, next_exit, cursor, occupancy, lava_host, vm_seq,
+                    lava_removed(seq, host, next_exit, cursor, occupancy, lava_host,
                                  timer_time, timer_host, lava_bounds)
             continue
         if next_timer <= until_us and next_timer <= next_arrival:
@@ -98,10 +112,9 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         cursor[ARRIVAL] = i + 1
         cursor[NOW] = now
         if params[REPREDICT]:
-            refresh(now, cursor, params, occupancy, host_exit, head, next_vm, vm_exit, fresh,
+            refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
                     last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
-                    queue_time, queue_host, heap_time, heap_host, vm_rem, column, vm_end,
-                    arrival_all, row_of_vm, cell_us, end_us)
+                    queue_time, queue_host, heap_time, heap_host, cell_us, end_us)
         policy = params[POLICY] if i >= params[CUT] else BEST_FIT
         exit_us = arrival_exits[i]
         vm_class = 0
@@ -119,35 +132,25 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         if host < 0:
             cursor[FAILED] += counted
             continue
-        room0[host] -= d0[vm]
-        room1[host] -= d1[vm]
-        occupancy[host] += 1
-        vm_host[vm] = host
-        vm_exit[vm] = exit_us
-        fresh[vm] = True
-        if exit_us > host_exit[host]:
-            host_exit[host] = exit_us
-        next_vm[vm] = head[host]
-        prev_vm[vm] = -1
-        if head[host] >= 0:
-            prev_vm[head[host]] = vm
-        head[host] = vm
-        cursor[LIVE] += 1
+        row = place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
+                    vms, slot_of, host_blocks, block_links, free_blocks, arrival_all,
+                    row_of_vm)
         touch(host, cursor, dirty, dirty_stack)
         if policy == LAVA:
-            lava_placed(vm, vm_class, host, now, cursor, room0, room1, occupancy, lava_host,
-                        recycle_0, recycle_1, vm_seq, timer_time, timer_host, lava_bounds)
+            lava_placed(row, vm_class, host, now, cursor, room0, room1, occupancy, lava_host,
+                        recycle_0, recycle_1, vms, timer_time, timer_host, lava_bounds)
         cursor[PLACEMENTS] += counted
         if true_exits[i] == now:
-            remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, head,
-                   next_vm, prev_vm, vm_host, vm_exit, fresh, last_pred, max_rem, stale,
-                   dirty, dirty_stack, vm_rem)
+            seq = vms[PLACED_SEQ, row]
+            remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms,
+                   slot_of, host_blocks, block_links, free_blocks, last_pred, max_rem, stale,
+                   dirty, dirty_stack)
             if policy == LAVA:
-                lava_removed(vm, host, now, cursor, occupancy, lava_host, vm_seq,
-                             timer_time, timer_host, lava_bounds)
+                lava_removed(seq, host, now, cursor, occupancy, lava_host, timer_time,
+                             timer_host, lava_bounds)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", _nrt=False)
 def touch(host, cursor, dirty, dirty_stack):
     if not dirty[host]:
         dirty[host] = True
@@ -155,22 +158,43 @@ def touch(host, cursor, dirty, dirty_stack):
         cursor[N_DIRTY] += 1
 
 
-@numba.njit(cache=True)
-def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, head,
-           next_vm, prev_vm, vm_host, vm_exit, fresh, last_pred, max_rem, stale, dirty,
-           dirty_stack, vm_rem):
-    """`PoolState.remove` and the cache's touch."""
-    host = vm_host[vm]
-    vm_host[vm] = -1
-    if prev_vm[vm] >= 0:
-        next_vm[prev_vm[vm]] = next_vm[vm]
-    else:
-        head[host] = next_vm[vm]
-    if next_vm[vm] >= 0:
-        prev_vm[next_vm[vm]] = prev_vm[vm]
+@numba.njit(cache=True, inline="always", _nrt=False)
+def place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit, vms,
+          slot_of, host_blocks, block_links, free_blocks, arrival_all, row_of_vm):
+    """`PoolState.place`: the VM takes the next row of its host; returns the row."""
+    row = add_row(host, occupancy[host], cursor, host_blocks, block_links, free_blocks)
+    slot_of[vm] = row
+    room0[host] -= d0[vm]
+    room1[host] -= d1[vm]
+    occupancy[host] += 1
+    if exit_us > host_exit[host]:
+        host_exit[host] = exit_us
+    vms[VM, row] = vm
+    vms[EXIT, row] = exit_us
+    vms[COLUMN, row] = 0
+    vms[ARRIVED, row] = arrival_all[vm]
+    vms[ROW, row] = row_of_vm[vm]
+    cursor[LIVE] += 1
+    return row
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms, slot_of,
+           host_blocks, block_links, free_blocks, last_pred, max_rem, stale, dirty,
+           dirty_stack):
+    """`PoolState.remove` and the cache's touch; returns the VM's host."""
+    row = slot_of[vm]
+    host = host_of_row(row, block_links)
+    count = occupancy[host]
+    fresh = position(row, block_links) >= count - host_blocks[host, FRESH_N]
+    gone_exit = vms[EXIT, row] if fresh else last_pred[host] + vms[REM, row]
+    gone_rem = vms[REM, row]
+    slot_of[vm] = -1
+    drop_row(host, row, count, cursor, vms, slot_of, host_blocks, block_links, free_blocks)
     cursor[LIVE] -= 1
-    occupancy[host] -= 1
-    if occupancy[host] == 0:
+    count -= 1
+    occupancy[host] = count
+    if count == 0:
         room0[host] = lim0[host]
         room1[host] = lim1[host]
         host_exit[host] = NO_EXIT_US
@@ -178,17 +202,27 @@ def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, h
     else:
         room0[host] += d0[vm]
         room1[host] += d1[vm]
-        gone_exit = vm_exit[vm] if fresh[vm] else last_pred[host] + vm_rem[vm]
         if gone_exit == host_exit[host]:
-            latest = NO_EXIT_US
-            v = head[host]
-            while v >= 0:
-                e = vm_exit[v] if fresh[v] else last_pred[host] + vm_rem[v]
-                if e > latest:
-                    latest = e
-                v = next_vm[v]
-            host_exit[host] = latest
-        if not fresh[vm] and vm_rem[vm] == max_rem[host]:
+            host_exit[host] = latest_exit(host, count, vms, host_blocks, block_links,
+                                          last_pred[host])
+        if not fresh and gone_rem == max_rem[host]:
             stale[host] = True
     touch(host, cursor, dirty, dirty_stack)
     return host
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def latest_exit(h, count, vms, host_blocks, block_links, last_pred):
+    """The latest exit estimate of host h's `count` VMs: a fresh VM's at arrival, the others'
+    at the host's last reprediction."""
+    first_fresh = count - host_blocks[h, FRESH_N]
+    latest = NO_EXIT_US
+    b = host_blocks[h, FIRST_BLOCK]
+    for pos in range(count):
+        row = b * BLOCK_ROWS + pos % BLOCK_ROWS
+        e = vms[EXIT, row] if pos >= first_fresh else last_pred + vms[REM, row]
+        if e > latest:
+            latest = e
+        if (pos + 1) % BLOCK_ROWS == 0:
+            b = block_links[b, NEXT_BLOCK]
+    return latest

@@ -3,18 +3,18 @@
 import numba
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", _nrt=False)
 def heap_less(times, hosts, a, b):
     return times[a] < times[b] or (times[a] == times[b] and hosts[a] < hosts[b])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", _nrt=False)
 def heap_swap(times, hosts, a, b):
     times[a], times[b] = times[b], times[a]
     hosts[a], hosts[b] = hosts[b], hosts[a]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", _nrt=False)
 def heap_push(times, hosts, n, time_us, host):
     """Pushes (time_us, host) on the heap of n entries; returns n + 1."""
     times[n] = time_us
@@ -29,7 +29,7 @@ def heap_push(times, hosts, n, time_us, host):
     return n + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", _nrt=False)
 def heap_pop(times, hosts, n):
     """Removes the least entry of the heap of n entries; returns n - 1."""
     n -= 1
@@ -47,3 +47,27 @@ def heap_pop(times, hosts, n):
         heap_swap(times, hosts, i, child)
         i = child
     return n
+
+
+@numba.njit(cache=True, _nrt=False)
+def sort_pairs(times, hosts, n):
+    """Sorts the first n (time, host) pairs in place (heapsort: no allocation)."""
+    for i in range(n // 2 - 1, -1, -1):
+        _sift_down_max(times, hosts, i, n)
+    for end in range(n - 1, 0, -1):
+        heap_swap(times, hosts, 0, end)
+        _sift_down_max(times, hosts, 0, end)
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _sift_down_max(times, hosts, i, n):
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            return
+        if child + 1 < n and heap_less(times, hosts, child, child + 1):
+            child += 1
+        if not heap_less(times, hosts, i, child):
+            return
+        heap_swap(times, hosts, i, child)
+        i = child

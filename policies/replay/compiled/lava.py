@@ -9,9 +9,13 @@ from policies.replay.compiled.nilas import temporal_cost
 from policies.replay.compiled.slots import (
     CLASS,
     DEADLINE,
+    BLOCK_ROWS,
     EMPTY,
+    FIRST_BLOCK,
+    NEXT_BLOCK,
     NONE,
     OPEN,
+    PLACED_SEQ,
     RECYCLING,
     RESIDUALS,
     RESIDUAL_CUT,
@@ -22,13 +26,13 @@ from policies.replay.compiled.slots import (
 )
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def lava_class(remaining_us, lava_bounds):
     """LAVA's class index of a predicted remaining lifetime (`Lava.lifetime_class`)."""
     return np.searchsorted(lava_bounds[:-1], remaining_us, side="right")
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def select_lava(vm, vm_class, exit_us, strict, d0, d1, room0, room1, occupancy, host_exit,
                 lava_host, w0, w1, buckets):
     """001 App. I Algorithm 3 as `Lava.select`: the first tier with a fitting host -
@@ -59,12 +63,12 @@ def select_lava(vm, vm_class, exit_us, strict, d0, d1, room0, room1, occupancy, 
     return best
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def lava_over_threshold(h, room0, room1, recycle_0, recycle_1):
     return room0[h] < recycle_0[h] or room1[h] < recycle_1[h]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def lava_set_deadline(h, now, lava_host, cursor, timer_time, timer_host, lava_bounds):
     """`Lava._set_deadline`: the class's bound from now; one pending timer per host."""
     deadline = now + lava_bounds[lava_host[h, CLASS]]
@@ -74,7 +78,7 @@ def lava_set_deadline(h, now, lava_host, cursor, timer_time, timer_host, lava_bo
         lava_arm(h, deadline, lava_host, cursor, timer_time, timer_host)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def lava_arm(h, time_us, lava_host, cursor, timer_time, timer_host):
     lava_host[h, TIMER] = time_us
     n = cursor[TIMERS_N]
@@ -87,31 +91,27 @@ def lava_arm(h, time_us, lava_host, cursor, timer_time, timer_host):
     cursor[TIMERS_N] = heap_push(timer_time, timer_host, n, time_us, h)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def lava_make_all_residual(h, cursor, occupancy, lava_host):
     lava_host[h, RESIDUAL_CUT] = cursor[SEQ]
     lava_host[h, RESIDUALS] = occupancy[h]
 
 
-@numba.njit(cache=True)
-def lava_bind(now, cursor, occupancy, host_exit, head, next_vm, room0, room1, lava_host,
-              recycle_0, recycle_1, vm_seq, timer_time, timer_host, lava_bounds):
+@numba.njit(cache=True, _nrt=False)
+def lava_bind(now, cursor, occupancy, host_exit, vms, host_blocks, block_links, room0, room1,
+              lava_host, recycle_0, recycle_1, timer_time, timer_host, lava_bounds):
     """`Lava.bind`: hosts holding VMs open in the class of their longest predicted remaining
-    lifetime (recycling if over the threshold), their VMs numbered in placement order."""
+    lifetime (recycling if over the threshold), their VMs numbered."""
     for h in range(occupancy.shape[0]):
         if occupancy[h] == 0:
             continue
-        # The list is newest first: number from its end.
-        count = 0
-        v = head[h]
-        while v >= 0:
-            count += 1
-            v = next_vm[v]
-        v = head[h]
-        for k in range(count):
-            vm_seq[v] = cursor[SEQ] + count - k
-            v = next_vm[v]
-        cursor[SEQ] += count
+        # Numbered in host order: a residual cut taken later covers them all either way.
+        b = host_blocks[h, FIRST_BLOCK]
+        for pos in range(occupancy[h]):
+            cursor[SEQ] += 1
+            vms[PLACED_SEQ, b * BLOCK_ROWS + pos % BLOCK_ROWS] = cursor[SEQ]
+            if (pos + 1) % BLOCK_ROWS == 0:
+                b = block_links[b, NEXT_BLOCK]
         lava_host[h, STATE] = OPEN
         lava_host[h, CLASS] = lava_class(host_exit[h] - now, lava_bounds)
         lava_set_deadline(h, now, lava_host, cursor, timer_time, timer_host, lava_bounds)
@@ -120,12 +120,12 @@ def lava_bind(now, cursor, occupancy, host_exit, head, next_vm, room0, room1, la
             lava_make_all_residual(h, cursor, occupancy, lava_host)
 
 
-@numba.njit(cache=True)
-def lava_placed(vm, vm_class, h, now, cursor, room0, room1, occupancy, lava_host, recycle_0,
-                recycle_1, vm_seq, timer_time, timer_host, lava_bounds):
-    """`Lava.placed`."""
+@numba.njit(cache=True, _nrt=False)
+def lava_placed(row, vm_class, h, now, cursor, room0, room1, occupancy, lava_host,
+                recycle_0, recycle_1, vms, timer_time, timer_host, lava_bounds):
+    """`Lava.placed` of the VM in `row`."""
     cursor[SEQ] += 1
-    vm_seq[vm] = cursor[SEQ]
+    vms[PLACED_SEQ, row] = cursor[SEQ]
     if lava_host[h, STATE] == EMPTY:
         lava_host[h, STATE] = OPEN
         lava_host[h, CLASS] = vm_class
@@ -136,17 +136,17 @@ def lava_placed(vm, vm_class, h, now, cursor, room0, room1, occupancy, lava_host
             lava_make_all_residual(h, cursor, occupancy, lava_host)
 
 
-@numba.njit(cache=True)
-def lava_removed(vm, h, now, cursor, occupancy, lava_host, vm_seq, timer_time, timer_host,
+@numba.njit(cache=True, _nrt=False)
+def lava_removed(seq, h, now, cursor, occupancy, lava_host, timer_time, timer_host,
                  lava_bounds):
-    """`Lava.removed`: an emptied host is EMPTY; a recycling host whose last residual VM
+    """`Lava.removed` of the VM of placement number `seq`: an emptied host is EMPTY; a recycling host whose last residual VM
     left drops a class, and its VMs become residual."""
     if occupancy[h] == 0:
         lava_host[h, STATE] = EMPTY
         lava_host[h, DEADLINE] = NONE
         lava_host[h, RESIDUALS] = 0
         return
-    if lava_host[h, STATE] == RECYCLING and vm_seq[vm] <= lava_host[h, RESIDUAL_CUT]:
+    if lava_host[h, STATE] == RECYCLING and seq <= lava_host[h, RESIDUAL_CUT]:
         lava_host[h, RESIDUALS] -= 1
         if lava_host[h, RESIDUALS] == 0:
             lava_host[h, CLASS] = max(lava_host[h, CLASS] - 1, 0)
@@ -154,7 +154,7 @@ def lava_removed(vm, h, now, cursor, occupancy, lava_host, vm_seq, timer_time, t
             lava_set_deadline(h, now, lava_host, cursor, timer_time, timer_host, lava_bounds)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def lava_on_timer(h, now, cursor, occupancy, lava_host, timer_time, timer_host,
                   lava_bounds):
     """`Lava.on_timer`: a host still used at its deadline moves up a class, recycling."""

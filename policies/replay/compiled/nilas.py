@@ -7,7 +7,7 @@ import numpy as np
 from policies.replay.compiled.slots import NILAS
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def temporal_cost(delta_us, buckets):
     """NILAS's temporal cost of delta_t = `delta_us`."""
     if delta_us <= 0:
@@ -15,7 +15,7 @@ def temporal_cost(delta_us, buckets):
     return np.searchsorted(buckets, delta_us, side="right") - 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def select(policy, vm, now, exit_us, d0, d1, room0, room1, occupancy, host_exit, w0, w1,
            buckets):
     """Best-Fit (least weighted free capacity, then host id; used hosts before empty ones)

@@ -9,11 +9,25 @@ NONE = np.iinfo(np.int64).min  # no deadline, no pending timer, no reprediction 
 # this), residual VMs left.
 STATE, CLASS, DEADLINE, TIMER, RESIDUAL_CUT, RESIDUALS = range(6)
 EMPTY, OPEN, RECYCLING = 0, 1, 2
+# The live-VM table `vms`: a row per VM on a host, in blocks of BLOCK_ROWS rows. A host's
+# VMs fill its chain of blocks in order, positions 0 .. occupancy - 1, those new to the exit
+# cache (fresh) last; a VM that leaves is replaced by a later one, so that a host's VMs are
+# read from a few contiguous blocks rather than from rows all over the trace.
+BLOCK_ROWS = 16
+# Columns of `vms`: the VM; its curve interval's end (µs), remaining lifetime (µs) and curve
+# interval at the host's last reprediction; its arrival (µs) and curve row, copied for the
+# look-ups; its predicted exit (µs) at arrival; LAVA's placement number.
+(VM, END, REM, COLUMN, ARRIVED, ROW, EXIT, PLACED_SEQ) = range(8)
+VM_COLUMNS = 8
+# Columns of `host_blocks` (first and last block of the host's chain, its fresh VMs) and of
+# `block_links` (next and previous block in the chain, index in it, host).
+FIRST_BLOCK, LAST_BLOCK, FRESH_N = range(3)
+NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST = range(4)
 # Cursor slots: the engine's scalar state between calls (arrivals handled, positions, counts,
-# the last arrival's time, LAVA's placement number and timer count).
+# the last arrival's time, LAVA's placement number and timer count, free blocks of `vms`).
 (ARRIVAL, EXIT_POS, N_DIRTY, Q_HEAD, Q_TAIL, HEAP_N, PLACEMENTS, FAILED, PREDICTIONS, BATCHES,
- LIVE, TAKEN_OVER, NOW, SEQ, TIMERS_N) = range(15)
-CURSOR_SIZE = 15
+ LIVE, TAKEN_OVER, NOW, SEQ, TIMERS_N, FREE_N) = range(16)
+CURSOR_SIZE = 16
 # Parameter slots.
 (TAKEOVER_US, CUT, TAKEOVER_REFRESH, POLICY, REPREDICT, INTERVAL_US, METRICS_US,
  STRICT) = range(8)

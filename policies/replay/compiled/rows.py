@@ -1,0 +1,97 @@
+"""The compiled engine's live-VM table (see `slots`): rows by host position, a row for a
+placed VM, and the removal of one that keeps each host's fresh VMs last."""
+
+import numba
+
+from policies.replay.compiled.slots import (
+    BLOCK_HOST,
+    BLOCK_INDEX,
+    BLOCK_ROWS,
+    FIRST_BLOCK,
+    FREE_N,
+    FRESH_N,
+    LAST_BLOCK,
+    NEXT_BLOCK,
+    PREV_BLOCK,
+    VM,
+)
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def row_at(h, pos, occupancy, host_blocks, block_links):
+    """The row of host h's VM at position `pos` (of `occupancy`), walking back from the last
+    block: the positions asked for are near the end."""
+    if pos < BLOCK_ROWS:
+        return host_blocks[h, FIRST_BLOCK] * BLOCK_ROWS + pos
+    b = host_blocks[h, LAST_BLOCK]
+    for _ in range((occupancy - 1) // BLOCK_ROWS - pos // BLOCK_ROWS):
+        b = block_links[b, PREV_BLOCK]
+    return b * BLOCK_ROWS + pos % BLOCK_ROWS
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def position(row, block_links):
+    """The position on its host of the VM in `row`."""
+    return block_links[row // BLOCK_ROWS, BLOCK_INDEX] * BLOCK_ROWS + row % BLOCK_ROWS
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def host_of_row(row, block_links):
+    return block_links[row // BLOCK_ROWS, BLOCK_HOST]
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def add_row(h, occupancy, cursor, host_blocks, block_links, free_blocks):
+    """The row of a fresh VM placed on host h at position `occupancy` (its VMs before it),
+    in a new block when the last one is full."""
+    if occupancy % BLOCK_ROWS == 0:
+        cursor[FREE_N] -= 1
+        b = free_blocks[cursor[FREE_N]]
+        last = host_blocks[h, LAST_BLOCK]
+        block_links[b, NEXT_BLOCK] = -1
+        block_links[b, PREV_BLOCK] = last
+        block_links[b, BLOCK_INDEX] = occupancy // BLOCK_ROWS
+        block_links[b, BLOCK_HOST] = h
+        if last >= 0:
+            block_links[last, NEXT_BLOCK] = b
+        else:
+            host_blocks[h, FIRST_BLOCK] = b
+        host_blocks[h, LAST_BLOCK] = b
+    host_blocks[h, FRESH_N] += 1
+    return host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + occupancy % BLOCK_ROWS
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, free_blocks):
+    """Removes the VM in `row` from host h (`occupancy` VMs with it): the last VM of its kind
+    (fresh or not) takes its row, and the last fresh VM the place a non-fresh one leaves; an
+    emptied last block is freed."""
+    pos = position(row, block_links)
+    last = occupancy - 1
+    settled = occupancy - host_blocks[h, FRESH_N]
+    if pos < settled:
+        move_row(row_at(h, settled - 1, occupancy, host_blocks, block_links), row, vms,
+                 slot_of)
+        move_row(row_at(h, last, occupancy, host_blocks, block_links),
+                 row_at(h, settled - 1, occupancy, host_blocks, block_links), vms, slot_of)
+    else:
+        move_row(row_at(h, last, occupancy, host_blocks, block_links), row, vms, slot_of)
+        host_blocks[h, FRESH_N] -= 1
+    if last % BLOCK_ROWS == 0:
+        b = host_blocks[h, LAST_BLOCK]
+        before = block_links[b, PREV_BLOCK]
+        host_blocks[h, LAST_BLOCK] = before
+        if before >= 0:
+            block_links[before, NEXT_BLOCK] = -1
+        else:
+            host_blocks[h, FIRST_BLOCK] = -1
+        free_blocks[cursor[FREE_N]] = b
+        cursor[FREE_N] += 1
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def move_row(source, target, vms, slot_of):
+    if source != target:
+        for c in range(vms.shape[0]):
+            vms[c, target] = vms[c, source]
+        slot_of[vms[VM, target]] = target
