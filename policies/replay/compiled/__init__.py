@@ -20,7 +20,9 @@ repredictions the largest remaining lifetime of its VMs at that time (`max_rem`)
 earliest end of their current curve intervals (`next_end`), and whether a VM that held the
 largest one left (`stale`). A host's VMs are rows of the table `vms` (a column per field),
 in a chain of blocks of 16 rows, those placed since the last reprediction (fresh) last
-(slots.py, rows.py): a reprediction reads a few contiguous blocks. LAVA's host states,
+(slots.py, rows.py): a reprediction reads a few contiguous blocks, and only those whose VMs
+changed or passed an interval end (each block keeps its largest remaining lifetime and
+earliest interval end). LAVA's host states,
 classes, deadlines and residual counts are columns of `lava_host`; its timers a heap by
 (time, host), handled after the exits and before the arrivals of their time, as the Python
 engine's events.
@@ -46,6 +48,7 @@ from policies.replay.compiled.slots import (
     ARRIVED,
     BATCHES,
     BEST_FIT,
+    BLOCK_COLUMNS,
     BLOCK_ROWS,
     CURSOR_SIZE,
     DEADLINE,
@@ -124,7 +127,7 @@ class CompiledPool:
         self.slot_of = np.full(len(arrival_us), -1, np.int64)
         self.host_blocks = np.zeros((num_hosts, 3), np.int64)
         self.host_blocks[:, [FIRST_BLOCK, LAST_BLOCK]] = -1
-        self.block_links = np.zeros((num_blocks, 4), np.int64)
+        self.block_links = np.zeros((num_blocks, BLOCK_COLUMNS), np.int64)
         # A stack of the free blocks (its first cursor[FREE_N] entries), the lowest on top.
         self.free_blocks = np.arange(num_blocks - 1, -1, -1, dtype=np.int64)
         cursor[FREE_N] = num_blocks

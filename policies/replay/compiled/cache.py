@@ -9,9 +9,13 @@ from policies.replay.compiled.heap import heap_pop, heap_push, sort_pairs
 from policies.replay.compiled.slots import (
     ARRIVED,
     BATCHES,
+    BLOCK_MAX_REM,
+    BLOCK_MIN_END,
     BLOCK_ROWS,
+    CHANGED,
     COLUMN,
     END,
+    FIRST_BLOCK,
     FRESH_N,
     HEAP_N,
     INTERVAL_US,
@@ -108,30 +112,59 @@ def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred
     VMs, looking up only its fresh VMs unless one left or moved to its next interval."""
     first_fresh = count - host_blocks[h, FRESH_N]
     if stale[h] or now > next_end[h]:
-        start, largest, end = 0, np.int64(-1), np.int64(1 << 62)
+        largest, end = np.int64(-1), np.int64(1 << 62)
+        b, base = host_blocks[h, FIRST_BLOCK], 0
+        while base < count:
+            if (block_links[b, CHANGED] or block_links[b, BLOCK_MIN_END] < now
+                    or base + BLOCK_ROWS > first_fresh):
+                read_block(b, base, count, first_fresh, now, vms, block_links, cell_us,
+                           end_us)
+            largest = max(largest, block_links[b, BLOCK_MAX_REM])
+            end = min(end, block_links[b, BLOCK_MIN_END])
+            base += BLOCK_ROWS
+            b = block_links[b, NEXT_BLOCK]
     else:
-        start, largest, end = first_fresh, max_rem[h], next_end[h]
-    if start < count:
-        row = row_at(h, start, count, host_blocks, block_links)
-        b = row // BLOCK_ROWS
-        for pos in range(start, count):
-            row = b * BLOCK_ROWS + pos % BLOCK_ROWS
-            if pos >= first_fresh or vms[END, row] < now:
-                # A new VM, or one past its interval: look its curve up (else unchanged).
-                vms[REM, row] = remaining_on_curve(row, now, vms, cell_us, end_us)
-                vms[END, row] = vms[ARRIVED, row] + end_us[vms[COLUMN, row]]
-            if vms[REM, row] > largest:
-                largest = vms[REM, row]
-            if vms[END, row] < end:
-                end = vms[END, row]
-            if (pos + 1) % BLOCK_ROWS == 0:
-                b = block_links[b, NEXT_BLOCK]
+        # Only the fresh VMs are new: their blocks are read again at the next full pass.
+        largest, end = max_rem[h], next_end[h]
+        if first_fresh < count:
+            b = row_at(h, first_fresh, count, host_blocks, block_links) // BLOCK_ROWS
+            for pos in range(first_fresh, count):
+                row = b * BLOCK_ROWS + pos % BLOCK_ROWS
+                look_up(row, now, vms, cell_us, end_us)
+                largest = max(largest, vms[REM, row])
+                end = min(end, vms[END, row])
+                if (pos + 1) % BLOCK_ROWS == 0:
+                    b = block_links[b, NEXT_BLOCK]
     host_blocks[h, FRESH_N] = 0
     stale[h] = False
     max_rem[h] = largest
     next_end[h] = end
     host_exit[h] = now + largest
     last_pred[h] = now
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def read_block(b, base, count, first_fresh, now, vms, block_links, cell_us, end_us):
+    """Block b (its first VM at position `base` of the host's `count`): the curves of its
+    fresh VMs and of those past their interval looked up, its summary columns recomputed."""
+    largest, end = np.int64(-1), np.int64(1 << 62)
+    first = b * BLOCK_ROWS
+    for i in range(min(count - base, BLOCK_ROWS)):
+        row = first + i
+        if base + i >= first_fresh or vms[END, row] < now:
+            look_up(row, now, vms, cell_us, end_us)
+        largest = max(largest, vms[REM, row])
+        end = min(end, vms[END, row])
+    block_links[b, BLOCK_MAX_REM] = largest
+    block_links[b, BLOCK_MIN_END] = end
+    block_links[b, CHANGED] = 0
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def look_up(row, now, vms, cell_us, end_us):
+    """The VM's remaining lifetime and interval end at `now` from its curve."""
+    vms[REM, row] = remaining_on_curve(row, now, vms, cell_us, end_us)
+    vms[END, row] = vms[ARRIVED, row] + end_us[vms[COLUMN, row]]
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)

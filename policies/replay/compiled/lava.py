@@ -40,26 +40,31 @@ def select_lava(vm, vm_class, exit_us, strict, d0, d1, room0, room1, occupancy, 
     any other used host (not, with `strict`, a recycling one of the VM's class or lower),
     empty hosts - and in it the lowest temporal cost, then Best-Fit."""
     a0, a1 = d0[vm], d1[vm]
-    best, best_key = -1, (4, 0, 0, 0.0)
+    best, best_tier, best_class, best_level, best_score = -1, 4, 0, 0, 0.0
     for h in range(room0.shape[0]):
         if not (a0 <= room0[h] and a1 <= room1[h]):
             continue
-        score = w0 * room0[h] + w1 * room1[h]
         if occupancy[h] == 0:
-            key = (3, 0, 0, score)
+            tier, host_class = 3, 0
         else:
             state, host_class = lava_host[h, STATE], lava_host[h, CLASS]
-            level = temporal_cost(exit_us - host_exit[h], buckets)
             if state == RECYCLING and host_class > vm_class:
-                key = (0, host_class, level, score)
+                tier = 0
             elif state == OPEN and host_class == vm_class:
-                key = (1, 0, level, score)
+                tier, host_class = 1, 0
             elif strict and state == RECYCLING:
                 continue
             else:
-                key = (2, 0, level, score)
-        if best < 0 or key < best_key:
-            best, best_key = h, key
+                tier, host_class = 2, 0
+        # The temporal cost only for a host that may win: a worse tier or class cannot.
+        if tier > best_tier or (tier == best_tier and host_class > best_class):
+            continue
+        level = temporal_cost(exit_us - host_exit[h], buckets) if tier < 3 else 0
+        score = w0 * room0[h] + w1 * room1[h]
+        if (tier < best_tier or host_class < best_class or level < best_level
+                or (level == best_level and score < best_score)):
+            best, best_tier, best_class, best_level, best_score = (h, tier, host_class, level,
+                                                                   score)
     return best
 
 

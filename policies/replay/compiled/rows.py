@@ -7,6 +7,7 @@ from policies.replay.compiled.slots import (
     BLOCK_HOST,
     BLOCK_INDEX,
     BLOCK_ROWS,
+    CHANGED,
     FIRST_BLOCK,
     FREE_N,
     FRESH_N,
@@ -58,6 +59,7 @@ def add_row(h, occupancy, cursor, host_blocks, block_links, free_blocks):
             host_blocks[h, FIRST_BLOCK] = b
         host_blocks[h, LAST_BLOCK] = b
     host_blocks[h, FRESH_N] += 1
+    block_links[host_blocks[h, LAST_BLOCK], CHANGED] = 1
     return host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + occupancy % BLOCK_ROWS
 
 
@@ -69,6 +71,12 @@ def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, 
     pos = position(row, block_links)
     last = occupancy - 1
     settled = occupancy - host_blocks[h, FRESH_N]
+    # The blocks whose VMs change: the VM's, and those of the VMs that move.
+    block_links[row // BLOCK_ROWS, CHANGED] = 1
+    block_links[host_blocks[h, LAST_BLOCK], CHANGED] = 1
+    if settled > 0:
+        block_links[row_at(h, settled - 1, occupancy, host_blocks, block_links) // BLOCK_ROWS,
+                    CHANGED] = 1
     if pos < settled:
         move_row(row_at(h, settled - 1, occupancy, host_blocks, block_links), row, vms,
                  slot_of)

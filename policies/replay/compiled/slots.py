@@ -20,9 +20,12 @@ BLOCK_ROWS = 16
 (VM, END, REM, COLUMN, ARRIVED, ROW, EXIT, PLACED_SEQ) = range(8)
 VM_COLUMNS = 8
 # Columns of `host_blocks` (first and last block of the host's chain, its fresh VMs) and of
-# `block_links` (next and previous block in the chain, index in it, host).
+# `block_links` (next and previous block in the chain, index in it, host; and the largest
+# remaining lifetime and earliest interval end of its VMs when it was last read, unless a VM
+# was added, moved or removed since: `CHANGED`).
 FIRST_BLOCK, LAST_BLOCK, FRESH_N = range(3)
-NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST = range(4)
+NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST, BLOCK_MAX_REM, BLOCK_MIN_END, CHANGED = range(7)
+BLOCK_COLUMNS = 7
 # Cursor slots: the engine's scalar state between calls (arrivals handled, positions, counts,
 # the last arrival's time, LAVA's placement number and timer count, free blocks of `vms`).
 (ARRIVAL, EXIT_POS, N_DIRTY, Q_HEAD, Q_TAIL, HEAP_N, PLACEMENTS, FAILED, PREDICTIONS, BATCHES,
