@@ -17,9 +17,9 @@ source: curves evaluated before the replay, repredictions are lookups), trained 
 on the stage's default examples (absolute ages) of another synthetic trace whose job names
 carry the lifetime signal; the oracle runs again on the same span for the ratio model /
 oracle: a prefix (`--model_arrivals`) in the Python engine, the whole trace in the compiled
-one; each run timed `--repeats` times, the least kept. The reference runs on a prefix of the
-arrivals (`--reference_arrivals`), and the fast replay is timed again on the same prefix for
-the ratio. Times are CPU seconds of this process.
+one; a policy's sources are timed in `--repeats` interleaved rounds, the least of each kept.
+The reference runs on a prefix of the arrivals (`--reference_arrivals`), and the fast replay
+is timed again on the same prefix for the ratio. Times are CPU seconds of this process.
 
     .venv/bin/python scripts/bench_placement.py            # 1,000 hosts, 1M arrivals
     .venv/bin/python scripts/bench_placement.py --quick    # 200 hosts, 50k arrivals
@@ -146,8 +146,9 @@ def main():
     parser.add_argument("--model_arrivals", type=int, default=50_000)
     parser.add_argument("--utilization", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="time the model-like runs this many times, keep the least")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="rounds of the model-like runs (each source once per round); "
+                        "the least time of each is kept")
     parser.add_argument("--quick", action="store_true", help="200 hosts, 50k arrivals")
     args = parser.parse_args()
     if args.quick:
@@ -204,21 +205,31 @@ def main():
                         ("lightgbm", lightgbm)))
             span_end_us = spans[engine][1]
             span_events = count_events(trace, span_end_us)
-            for source_name, source in sources:
-                result, seconds = timed(lambda: simulate(
-                    trace, pool, make_policy(), source, end_us=span_end_us,
-                    refresh_interval_s=900.0, engine=engine, **common), args.repeats)
+            timings = timed_rounds({name: (lambda source=source: simulate(
+                trace, pool, make_policy(), source, end_us=span_end_us,
+                refresh_interval_s=900.0, engine=engine, **common))
+                for name, source in sources}, args.repeats)
+            oracle_rate = span_events / timings["oracle"][1]
+            for source_name, (result, seconds) in timings.items():
                 rate = span_events / seconds
-                if source_name == "oracle":
-                    oracle_rate = rate
-                    detail = ""
-                else:
-                    detail = (f"({result.summary['predictions'] / span_events:.1f} "
-                              f"repredictions per event, "
-                              f"{result.summary['prediction_batches']:,} batches; "
-                              f"{rate / oracle_rate:.0%} of oracle)")
+                detail = "" if source_name == "oracle" else (
+                    f"({result.summary['predictions'] / span_events:.1f} "
+                    f"repredictions per event, {result.summary['prediction_batches']:,} "
+                    f"batches; {rate / oracle_rate:.0%} of oracle)")
                 print(f"{result.policy:21} {engine_name(engine):8} {source_name:9} "
                       f"{rate:10,.0f} {result.summary['empty_hosts_pct']:8.2f} {detail}")
+
+
+def timed_rounds(runs: dict, repeats: int) -> dict:
+    """{name: (result, least CPU seconds)} of `repeats` rounds, each running every one of
+    `runs` once in turn: a slow spell of a shared machine falls on all of them alike, so
+    their ratios hold better than those of runs timed one after the other."""
+    timings = {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            result, seconds = timed(run)
+            timings[name] = (result, min(seconds, timings.get(name, (None, seconds))[1]))
+    return timings
 
 
 def engines(make_policy) -> tuple:

@@ -2,11 +2,11 @@
 
 It makes the decisions of the Python engine (`simulator._Replay`, the reference it is tested
 against, decision for decision and sample for sample) on the same events in the same order,
-with the same host exit cache for repredicting sources, 5-10× faster, and with exact
+with the same host exit cache for repredicting sources, 5-15× faster, and with exact
 lifetime curves it repredicts a host in O(1) unless one of its VMs was placed, left, or
 moved to its next curve interval: the Python engine's cost of repredictions is re-sorting
 hosts in its indexes, which this engine does not keep. Every decision scans all hosts (no
-index): O(hosts) per arrival, a few ns per host.
+index): O(hosts) per arrival, about a ns per host.
 
 Scope (`supports`): policies `BestFit`, `Nilas` and `Lava` (exact classes; LAVA with its
 strict ablation and given VM classes), two resource dimensions,
@@ -252,5 +252,6 @@ class CompiledReplay:
                   *self.exit_stream, *self.curve_rows, *self.demand, state.limit_0,
                   state.limit_1, state.room0, state.room1, state.occupancy,
                   state.host_exit_us, state.vms, state.slot_of, state.host_blocks,
-                  state.block_links, state.free_blocks, self.decisions, *self.cache_arrays, *self.lava_arrays, _BUCKETS_US)
+                  state.block_links, state.free_blocks, self.decisions, *self.cache_arrays,
+                  *self.lava_arrays, _BUCKETS_US)
         state.live = int(self.cursor[LIVE])

@@ -144,8 +144,8 @@ def lava_placed(row, vm_class, h, now, cursor, room0, room1, occupancy, lava_hos
 @numba.njit(cache=True, _nrt=False)
 def lava_removed(seq, h, now, cursor, occupancy, lava_host, timer_time, timer_host,
                  lava_bounds):
-    """`Lava.removed` of the VM of placement number `seq`: an emptied host is EMPTY; a recycling host whose last residual VM
-    left drops a class, and its VMs become residual."""
+    """`Lava.removed` of the VM of placement number `seq`: an emptied host is EMPTY; a
+    recycling host whose last residual VM left drops a class, and its VMs become residual."""
     if occupancy[h] == 0:
         lava_host[h, STATE] = EMPTY
         lava_host[h, DEADLINE] = NONE
