@@ -17,8 +17,8 @@ from policies.replay.compiled.lava import (
 from policies.replay.compiled.nilas import select
 from policies.replay.compiled.slots import (
     ARRIVAL,
-    BEST_FIT,
     ARRIVED,
+    BEST_FIT,
     BLOCK_ROWS,
     COLUMN,
     CUT,
@@ -33,8 +33,8 @@ from policies.replay.compiled.slots import (
     NEXT_BLOCK,
     NOW,
     N_DIRTY,
-    PLACEMENTS,
     PLACED_SEQ,
+    PLACEMENTS,
     POLICY,
     REM,
     REPREDICT,
@@ -79,9 +79,8 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
                         cell_us, end_us)
             if lava:
                 lava_bind(now, cursor, occupancy, host_exit, vms, host_blocks, block_links,
-                          room0, room1,
-                          lava_host, recycle_0, recycle_1, timer_time, timer_host,
-                          lava_bounds)
+                          room0, room1, lava_host, recycle_0, recycle_1, timer_time,
+                          timer_host, lava_bounds)
             cursor[TAKEN_OVER] = 1
             continue
         lava_on = lava and cursor[TAKEN_OVER] == 1

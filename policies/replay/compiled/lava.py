@@ -7,9 +7,9 @@ import numpy as np
 from policies.replay.compiled.heap import heap_push
 from policies.replay.compiled.nilas import temporal_cost
 from policies.replay.compiled.slots import (
+    BLOCK_ROWS,
     CLASS,
     DEADLINE,
-    BLOCK_ROWS,
     EMPTY,
     FIRST_BLOCK,
     NEXT_BLOCK,
