@@ -31,18 +31,6 @@ from policies.replay.compiled.slots import (
 from policies.replay.compiled.rows import row_at
 
 
-@numba.njit(cache=True, inline="always", _nrt=False)
-def remaining_on_curve(row, now, vms, cell_us, end_us):
-    """The remaining lifetime (µs) of the VM in `row` on its curve interval at `now` (moving
-    forward)."""
-    c = vms[COLUMN, row]
-    uptime = now - vms[ARRIVED, row]
-    while end_us[c] < uptime:
-        c += 1
-    vms[COLUMN, row] = c
-    return cell_us[vms[ROW, row], c]
-
-
 @numba.njit(cache=True, _nrt=False)
 def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
             last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
@@ -162,9 +150,15 @@ def read_block(b, base, count, first_fresh, now, vms, block_links, cell_us, end_
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def look_up(row, now, vms, cell_us, end_us):
-    """The VM's remaining lifetime and interval end at `now` from its curve."""
-    vms[REM, row] = remaining_on_curve(row, now, vms, cell_us, end_us)
-    vms[END, row] = vms[ARRIVED, row] + end_us[vms[COLUMN, row]]
+    """The remaining lifetime (µs) of the VM in `row` and the end of its curve interval at
+    `now`, from its curve (intervals only move forward)."""
+    c = vms[COLUMN, row]
+    uptime = now - vms[ARRIVED, row]
+    while end_us[c] < uptime:
+        c += 1
+    vms[COLUMN, row] = c
+    vms[REM, row] = cell_us[vms[ROW, row], c]
+    vms[END, row] = vms[ARRIVED, row] + end_us[c]
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)

@@ -70,20 +70,18 @@ def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, 
     emptied last block is freed."""
     pos = position(row, block_links)
     last = occupancy - 1
+    last_row = host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + last % BLOCK_ROWS
     settled = occupancy - host_blocks[h, FRESH_N]
-    # The blocks whose VMs change: the VM's, and those of the VMs that move.
+    # The blocks whose VMs change (`CHANGED`): the VM's, and those of the VMs that move.
     block_links[row // BLOCK_ROWS, CHANGED] = 1
-    block_links[host_blocks[h, LAST_BLOCK], CHANGED] = 1
-    if settled > 0:
-        block_links[row_at(h, settled - 1, occupancy, host_blocks, block_links) // BLOCK_ROWS,
-                    CHANGED] = 1
+    block_links[last_row // BLOCK_ROWS, CHANGED] = 1
     if pos < settled:
-        move_row(row_at(h, settled - 1, occupancy, host_blocks, block_links), row, vms,
-                 slot_of)
-        move_row(row_at(h, last, occupancy, host_blocks, block_links),
-                 row_at(h, settled - 1, occupancy, host_blocks, block_links), vms, slot_of)
+        settled_row = row_at(h, settled - 1, occupancy, host_blocks, block_links)
+        block_links[settled_row // BLOCK_ROWS, CHANGED] = 1
+        move_row(settled_row, row, vms, slot_of)
+        move_row(last_row, settled_row, vms, slot_of)
     else:
-        move_row(row_at(h, last, occupancy, host_blocks, block_links), row, vms, slot_of)
+        move_row(last_row, row, vms, slot_of)
         host_blocks[h, FRESH_N] -= 1
     if last % BLOCK_ROWS == 0:
         b = host_blocks[h, LAST_BLOCK]
