@@ -11,12 +11,27 @@ from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lars import Lars
 from policies.lava import Lava
-from policies.nilas import Nilas
+from policies.nilas import TEMPORAL_COST_BUCKETS_S, Nilas
 from policies.replay import compiled
+from policies.replay.compiled.curves import valid_until
+from policies.replay.compiled.nilas import level_range, temporal_cost
+from policies.replay.compiled.slots import (
+    ARRIVED,
+    BLOCK_ROWS,
+    COLUMN,
+    NO_END,
+    REM,
+    VM_COLUMNS,
+)
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.replay.metrics import InflationMix
 from policies.replay.pool import PoolSpec, PoolState
-from policies.replay.simulator import BEST_FIT_UNTIL_METRICS, POLICY_FROM_START, simulate
+from policies.replay.simulator import (
+    BEST_FIT_UNTIL_METRICS,
+    POLICY_FROM_START,
+    PlacementTrace,
+    simulate,
+)
 from predictors.lifetime.curves import LifetimeCurves
 from tests.test_placement_model_sources import small_model  # noqa: F401 (a fixture)
 from tests.test_placement_simulator import random_pool
@@ -117,3 +132,79 @@ def test_what_the_compiled_engine_does_not_support_replays_in_python(small_model
     assert_same(python, auto)
     with pytest.raises(ValueError, match="engine must be one of"):
         simulate(trace, pool, Nilas(), oracle, engine="numba")
+
+
+def crowded_pool(seed, num_vms=3000, num_hosts=4):
+    """Small VMs on large hosts: ~50 live VMs a host, so a host's VMs span several blocks of
+    the compiled engine (`slots.BLOCK_ROWS`) and leave from the middle of its chain."""
+    rng = np.random.default_rng(seed)
+    lifetime_s = np.clip(10 ** rng.normal(3.5, 1.0, num_vms), 60, 30 * 86400).round()
+    demand = np.column_stack([rng.choice([1.0, 2.0], num_vms),
+                              rng.choice([2.0, 4.0, 8.0], num_vms)])
+    busy_cores = 0.8 * num_hosts * 64
+    gap_s = np.mean(demand[:, 0] * lifetime_s) / busy_cores
+    arrival_s = (np.cumsum(rng.exponential(gap_s, num_vms)) - 86400) // 60 * 60
+    trace = PlacementTrace((arrival_s * S).astype(np.int64),
+                           ((arrival_s + lifetime_s) * S).astype(np.int64), demand)
+    return trace, PoolSpec(np.tile([64.0, 256.0], (num_hosts, 1)))
+
+
+def most_live_vms_on_a_host(trace, result):
+    """The most VMs any host held at any arrival (no migrations: a VM stays on its host)."""
+    placed = result.host_of_vm >= 0
+    most = 0
+    for t in trace.arrival_us[placed][::25]:
+        alive = placed & (trace.arrival_us <= t) & (trace.exit_us > t)
+        most = max(most, np.bincount(result.host_of_vm[alive]).max(initial=0))
+    return most
+
+
+@pytest.mark.parametrize("make_policy", [Nilas, Lava], ids=["nilas", "lava"])
+def test_hosts_of_many_blocks_equal_python(small_model, make_policy):  # noqa: F811
+    for seed in range(2):
+        trace, pool = crowded_pool(seed)
+        python, fast = both_engines(
+            trace, pool, make_policy, curves_for(small_model, trace, seed),
+            start_us=0, warmup_s=6 * 3600.0, sample_period_s=1800.0, refresh_interval_s=900.0)
+        assert most_live_vms_on_a_host(trace, python) > 2 * BLOCK_ROWS
+        assert python.summary["predictions"] > 0
+        assert_same(python, fast)
+
+
+def test_a_vms_curve_keeps_its_blocks_largest_until_the_first_interval_that_breaks_it():
+    """`valid_until` against the definition, on random step curves: the last µs from the VM's
+    current interval on at which its remaining lifetime is still the block's largest (if it
+    has it now) or at most it (if not)."""
+    rng = np.random.default_rng(0)
+    end_us = np.append(np.cumsum(rng.integers(1, 50, 9)), NO_END).astype(np.int64)
+    for _ in range(300):
+        cells = rng.integers(0, 6, (1, len(end_us))).astype(np.int64)
+        vms = np.zeros((VM_COLUMNS, 1), np.int64)
+        vms[ARRIVED, 0] = rng.integers(0, 1000)
+        vms[COLUMN, 0] = rng.integers(0, len(end_us))
+        vms[REM, 0] = cells[0, vms[COLUMN, 0]]
+        largest = vms[REM, 0] + rng.integers(0, 2)
+        has_it = vms[REM, 0] == largest
+
+        def holds(uptime_us):
+            value = cells[0, np.searchsorted(end_us, uptime_us, side="left")]
+            return value == largest if has_it else value <= largest
+
+        expected = NO_END
+        start = end_us[vms[COLUMN, 0] - 1] + 1 if vms[COLUMN, 0] > 0 else 0
+        for uptime_us in range(start, int(end_us[-2]) + 2):
+            if not holds(uptime_us):
+                expected = vms[ARRIVED, 0] + uptime_us - 1
+                break
+        assert valid_until(0, largest, vms, cells, end_us) == expected
+
+
+def test_a_temporal_cost_levels_range_holds_exactly_its_deltas():
+    buckets = np.array(TEMPORAL_COST_BUCKETS_S, np.int64) * S
+    deltas = np.concatenate([buckets - 1, buckets, buckets + 1, [-5 * S, 0, 10 ** 13]])
+    for delta in deltas:
+        level = temporal_cost(delta, buckets)
+        low, high = level_range(level, buckets)
+        assert low <= delta < high
+        for other in deltas:
+            assert (low <= other < high) == (temporal_cost(other, buckets) == level)

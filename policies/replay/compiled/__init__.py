@@ -3,10 +3,12 @@
 It makes the decisions of the Python engine (`simulator._Replay`, the reference it is tested
 against, decision for decision and sample for sample) on the same events in the same order,
 with the same host exit cache for repredicting sources, 5-15× faster, and with exact
-lifetime curves it repredicts a host in O(1) unless one of its VMs was placed, left, or
-moved to its next curve interval: the Python engine's cost of repredictions is re-sorting
-hosts in its indexes, which this engine does not keep. Every decision scans all hosts (no
-index): O(hosts) per arrival, about a ns per host.
+lifetime curves it repredicts a host in O(1) unless one of its VMs was placed or left, or a
+VM's remaining lifetime may have passed the largest of its block: the Python engine's cost
+of repredictions is re-sorting hosts in its indexes, which this engine does not keep. Every
+decision scans all hosts (no index): O(hosts) per arrival, about a ns per host; a host whose
+tier, class or temporal-cost range cannot beat the best so far is passed over without a
+search.
 
 Scope (`supports`): policies `BestFit`, `Nilas` and `Lava` (exact classes; LAVA with its
 strict ablation and given VM classes), two resource dimensions,
@@ -16,16 +18,16 @@ Python engine. The metrics are the Python engine's `PlacementMetrics`, read at e
 from `CompiledPool`, a view of the engine's arrays.
 
 State per host: room, occupancy, exit estimate, the time of its last reprediction, and for
-repredictions the largest remaining lifetime of its VMs at that time (`max_rem`), the
-earliest end of their current curve intervals (`next_end`), and whether a VM that held the
-largest one left (`stale`). A host's VMs are rows of the table `vms` (a column per field),
-in a chain of blocks of 16 rows, those placed since the last reprediction (fresh) last
-(slots.py, rows.py): a reprediction reads a few contiguous blocks, and only those whose VMs
-changed or passed an interval end (each block keeps its largest remaining lifetime and
-earliest interval end). LAVA's host states,
-classes, deadlines and residual counts are columns of `lava_host`; its timers a heap by
-(time, host), handled after the exits and before the arrivals of their time, as the Python
-engine's events.
+repredictions the largest remaining lifetime of its VMs at that time (`max_rem`), the time
+up to which that largest holds (`max_rem_valid`: no VM's curve passes it before, and those
+that have it keep it), and whether a VM that held it left (`stale`). A host's VMs are rows
+of the table `vms` (a column per field), in a chain of blocks of 16 rows, those placed since
+the last reprediction (fresh) last (slots.py, rows.py): each block keeps the same summary
+of its own VMs, so a reprediction reads a few contiguous blocks, and looks up the curves
+only of the fresh VMs and of blocks whose summary a VM's leaving or its curve ended.
+LAVA's host states, classes, deadlines and residual counts are columns of `lava_host`; its
+timers a heap by (time, host), handled after the exits and before the arrivals of their
+time, as the Python engine's events.
 
 The kernels are compiled without numba's reference counting (`_nrt=False`): they allocate
 nothing, and counting each array argument of each call cost about a quarter of a replay
@@ -202,7 +204,7 @@ class CompiledReplay:
         self.cache_arrays = (
             np.full(num_hosts, NONE, np.int64),  # last reprediction
             np.zeros(num_hosts, np.int64),  # max_rem
-            np.zeros(num_hosts, np.int64),  # next_end
+            np.zeros(num_hosts, np.int64),  # max_rem_valid
             np.ones(num_hosts, np.bool_),  # stale: recompute every VM
             # Dirty hosts (the warm-up's used hosts), marks, due list, due FIFO, exit heap.
             state.occupancy > 0, np.zeros(num_hosts, np.bool_),

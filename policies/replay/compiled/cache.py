@@ -1,39 +1,37 @@
 """The host exit cache of the compiled engine: `HostExitCache` with exact curves
 (policies/replay/lifetime_source.py), a host repredicted in O(1) unless one of its VMs
-arrived, left or moved to its next curve interval."""
+arrived or left, or a VM's remaining lifetime may have passed its block's largest."""
 
 import numba
 import numpy as np
 
+from policies.replay.compiled.curves import look_up, valid_until
 from policies.replay.compiled.heap import heap_pop, heap_push, sort_pairs
 from policies.replay.compiled.slots import (
-    ARRIVED,
     BATCHES,
     BLOCK_MAX_REM,
-    BLOCK_MIN_END,
     BLOCK_ROWS,
+    BLOCK_VALID,
     CHANGED,
-    COLUMN,
-    END,
     FIRST_BLOCK,
     FRESH_N,
     HEAP_N,
     INTERVAL_US,
     N_DIRTY,
     NEXT_BLOCK,
+    NO_END,
     NONE,
     PREDICTIONS,
     Q_HEAD,
     Q_TAIL,
     REM,
-    ROW,
 )
 from policies.replay.compiled.rows import row_at
 
 
 @numba.njit(cache=True, _nrt=False)
 def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
-            last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
+            last_pred, max_rem, max_rem_valid, stale, dirty, mark, dirty_stack, due_list,
             queue_time, queue_host, heap_time, heap_host, cell_us, end_us):
     """`HostExitCache.refresh(now)` with exact curves: the used hosts touched since, due by
     the interval, or whose exit estimate passed, repredicted."""
@@ -81,7 +79,7 @@ def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_l
             continue
         repredicted += 1
         repredict(h, now, occupancy[h], host_exit, vms, host_blocks, block_links, last_pred,
-                  max_rem, next_end, stale, cell_us, end_us)
+                  max_rem, max_rem_valid, stale, cell_us, end_us)
         cursor[PREDICTIONS] += occupancy[h]
         if interval > 0:
             schedule(h, now + interval, cursor, host_exit, queue_time, queue_host,
@@ -95,70 +93,81 @@ def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_l
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred, max_rem,
-              next_end, stale, cell_us, end_us):
+              max_rem_valid, stale, cell_us, end_us):
     """Host h's exit estimate at `now`: now + the largest remaining lifetime of its `count`
-    VMs, looking up only its fresh VMs unless one left or moved to its next interval."""
+    VMs, looking up only its fresh VMs unless one left or a block's largest may have moved
+    (`max_rem_valid`)."""
     first_fresh = count - host_blocks[h, FRESH_N]
-    if stale[h] or now > next_end[h]:
-        largest, end = np.int64(-1), np.int64(1 << 62)
+    if stale[h] or now > max_rem_valid[h]:
+        largest, valid = np.int64(-1), np.int64(NO_END)
         b, base = host_blocks[h, FIRST_BLOCK], 0
         while base < count:
-            if (block_links[b, CHANGED] or block_links[b, BLOCK_MIN_END] < now
-                    or base + BLOCK_ROWS > first_fresh):
-                read_block(b, base, count, first_fresh, now, vms, block_links, cell_us,
-                           end_us)
+            if block_links[b, CHANGED] or block_links[b, BLOCK_VALID] < now:
+                read_block(b, base, count, now, vms, block_links, cell_us, end_us)
+            elif base + BLOCK_ROWS > first_fresh:
+                add_fresh(b, base, count, first_fresh, now, vms, block_links, cell_us, end_us)
             largest = max(largest, block_links[b, BLOCK_MAX_REM])
-            end = min(end, block_links[b, BLOCK_MIN_END])
+            valid = min(valid, block_links[b, BLOCK_VALID])
             base += BLOCK_ROWS
             b = block_links[b, NEXT_BLOCK]
     else:
-        # Only the fresh VMs are new: their blocks are read again at the next full pass.
-        largest, end = max_rem[h], next_end[h]
+        # Only the fresh VMs are new (a changed block's summary is not read here).
+        largest, valid = max_rem[h], max_rem_valid[h]
         if first_fresh < count:
             b = row_at(h, first_fresh, count, host_blocks, block_links) // BLOCK_ROWS
-            for pos in range(first_fresh, count):
-                row = b * BLOCK_ROWS + pos % BLOCK_ROWS
-                look_up(row, now, vms, cell_us, end_us)
-                largest = max(largest, vms[REM, row])
-                end = min(end, vms[END, row])
-                if (pos + 1) % BLOCK_ROWS == 0:
-                    b = block_links[b, NEXT_BLOCK]
+            base = first_fresh - first_fresh % BLOCK_ROWS
+            while base < count:
+                fresh_rem, fresh_valid = add_fresh(b, base, count, first_fresh, now, vms,
+                                                   block_links, cell_us, end_us)
+                largest = max(largest, fresh_rem)
+                valid = min(valid, fresh_valid)
+                base += BLOCK_ROWS
+                b = block_links[b, NEXT_BLOCK]
     host_blocks[h, FRESH_N] = 0
     stale[h] = False
     max_rem[h] = largest
-    next_end[h] = end
+    max_rem_valid[h] = valid
     host_exit[h] = now + largest
     last_pred[h] = now
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def read_block(b, base, count, first_fresh, now, vms, block_links, cell_us, end_us):
-    """Block b (its first VM at position `base` of the host's `count`): the curves of its
-    fresh VMs and of those past their interval looked up, its summary columns recomputed."""
-    largest, end = np.int64(-1), np.int64(1 << 62)
+def read_block(b, base, count, now, vms, block_links, cell_us, end_us):
+    """Block b (its first VM at position `base` of the host's `count`): every VM's curve
+    looked up at `now`, its summary recomputed."""
     first = b * BLOCK_ROWS
-    for i in range(min(count - base, BLOCK_ROWS)):
-        row = first + i
-        if base + i >= first_fresh or vms[END, row] < now:
-            look_up(row, now, vms, cell_us, end_us)
+    rows = min(count - base, BLOCK_ROWS)
+    largest = np.int64(-1)
+    for row in range(first, first + rows):
+        look_up(row, now, vms, cell_us, end_us)
         largest = max(largest, vms[REM, row])
-        end = min(end, vms[END, row])
+    valid = np.int64(NO_END)
+    for row in range(first, first + rows):
+        valid = min(valid, valid_until(row, largest, vms, cell_us, end_us))
     block_links[b, BLOCK_MAX_REM] = largest
-    block_links[b, BLOCK_MIN_END] = end
+    block_links[b, BLOCK_VALID] = valid
     block_links[b, CHANGED] = 0
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def look_up(row, now, vms, cell_us, end_us):
-    """The remaining lifetime (µs) of the VM in `row` and the end of its curve interval at
-    `now`, from its curve (intervals only move forward)."""
-    c = vms[COLUMN, row]
-    uptime = now - vms[ARRIVED, row]
-    while end_us[c] < uptime:
-        c += 1
-    vms[COLUMN, row] = c
-    vms[REM, row] = cell_us[vms[ROW, row], c]
-    vms[END, row] = vms[ARRIVED, row] + end_us[c]
+def add_fresh(b, base, count, first_fresh, now, vms, block_links, cell_us, end_us):
+    """The fresh VMs of block b (its first VM at position `base`) looked up at `now` and
+    added to its summary; returns their largest remaining lifetime and the time up to which
+    the summary holds for them. The other VMs' times stay: measured against a largest
+    remaining lifetime at most the new one, they are early, never late."""
+    first = b * BLOCK_ROWS - base
+    stop = min(count, base + BLOCK_ROWS)
+    largest = np.int64(-1)
+    for pos in range(max(base, first_fresh), stop):
+        look_up(first + pos, now, vms, cell_us, end_us)
+        largest = max(largest, vms[REM, first + pos])
+    summary = max(block_links[b, BLOCK_MAX_REM], largest)
+    valid = np.int64(NO_END)
+    for pos in range(max(base, first_fresh), stop):
+        valid = min(valid, valid_until(first + pos, summary, vms, cell_us, end_us))
+    block_links[b, BLOCK_MAX_REM] = summary
+    block_links[b, BLOCK_VALID] = min(block_links[b, BLOCK_VALID], valid)
+    return largest, valid
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)

@@ -5,6 +5,7 @@ import numba
 import numpy as np
 
 from policies.replay.compiled.cache import refresh
+from policies.replay.compiled.curves import remaining_at
 from policies.replay.compiled.heap import heap_pop
 from policies.replay.compiled.lava import (
     lava_bind,
@@ -36,7 +37,6 @@ from policies.replay.compiled.slots import (
     PLACED_SEQ,
     PLACEMENTS,
     POLICY,
-    REM,
     REPREDICT,
     ROW,
     STRICT,
@@ -55,7 +55,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
               true_exits, exit_times, exit_vms, arrival_all, row_of_vm, d0, d1, lim0, lim1,
               room0, room1, occupancy, host_exit, vms, slot_of, host_blocks, block_links,
               free_blocks, decisions,
-              last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
+              last_pred, max_rem, max_rem_valid, stale, dirty, mark, dirty_stack, due_list,
               queue_time, queue_host, heap_time, heap_host, cell_us, end_us, lava_host,
               recycle_0, recycle_1, vm_classes, timer_time, timer_host, lava_bounds, buckets):
     w0, w1 = weights[0], weights[1]
@@ -74,7 +74,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
             now = params[TAKEOVER_US]
             if params[TAKEOVER_REFRESH]:
                 refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks,
-                        block_links, last_pred, max_rem, next_end, stale, dirty, mark,
+                        block_links, last_pred, max_rem, max_rem_valid, stale, dirty, mark,
                         dirty_stack, due_list, queue_time, queue_host, heap_time, heap_host,
                         cell_us, end_us)
             if lava:
@@ -93,7 +93,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
                 seq = vms[PLACED_SEQ, slot_of[vm]]
                 host = remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy,
                               host_exit, vms, slot_of, host_blocks, block_links, free_blocks,
-                              last_pred, max_rem, stale, dirty, dirty_stack)
+                              last_pred, max_rem, stale, dirty, dirty_stack, cell_us, end_us)
                 if lava_on:
                     lava_removed(seq, host, next_exit, cursor, occupancy, lava_host,
                                  timer_time, timer_host, lava_bounds)
@@ -112,7 +112,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         cursor[NOW] = now
         if params[REPREDICT]:
             refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
-                    last_pred, max_rem, next_end, stale, dirty, mark, dirty_stack, due_list,
+                    last_pred, max_rem, max_rem_valid, stale, dirty, mark, dirty_stack, due_list,
                     queue_time, queue_host, heap_time, heap_host, cell_us, end_us)
         policy = params[POLICY] if i >= params[CUT] else BEST_FIT
         exit_us = arrival_exits[i]
@@ -143,7 +143,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
             seq = vms[PLACED_SEQ, row]
             remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms,
                    slot_of, host_blocks, block_links, free_blocks, last_pred, max_rem, stale,
-                   dirty, dirty_stack)
+                   dirty, dirty_stack, cell_us, end_us)
             if policy == LAVA:
                 lava_removed(seq, host, now, cursor, occupancy, lava_host, timer_time,
                              timer_host, lava_bounds)
@@ -180,16 +180,17 @@ def place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
 @numba.njit(cache=True, inline="always", _nrt=False)
 def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms, slot_of,
            host_blocks, block_links, free_blocks, last_pred, max_rem, stale, dirty,
-           dirty_stack):
+           dirty_stack, cell_us, end_us):
     """`PoolState.remove` and the cache's touch; returns the VM's host."""
     row = slot_of[vm]
     host = host_of_row(row, block_links)
     count = occupancy[host]
     fresh = position(row, block_links) >= count - host_blocks[host, FRESH_N]
-    gone_exit = vms[EXIT, row] if fresh else last_pred[host] + vms[REM, row]
-    gone_rem = vms[REM, row]
+    gone_rem = -1 if fresh else remaining_at(row, last_pred[host], vms, cell_us, end_us)
+    gone_exit = vms[EXIT, row] if fresh else last_pred[host] + gone_rem
     slot_of[vm] = -1
-    drop_row(host, row, count, cursor, vms, slot_of, host_blocks, block_links, free_blocks)
+    drop_row(host, row, count, cursor, vms, slot_of, host_blocks, block_links, free_blocks,
+             cell_us, end_us)
     cursor[LIVE] -= 1
     count -= 1
     occupancy[host] = count
@@ -203,7 +204,7 @@ def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, v
         room1[host] += d1[vm]
         if gone_exit == host_exit[host]:
             host_exit[host] = latest_exit(host, count, vms, host_blocks, block_links,
-                                          last_pred[host])
+                                          last_pred[host], cell_us, end_us)
         if not fresh and gone_rem == max_rem[host]:
             stale[host] = True
     touch(host, cursor, dirty, dirty_stack)
@@ -211,7 +212,7 @@ def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, v
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def latest_exit(h, count, vms, host_blocks, block_links, last_pred):
+def latest_exit(h, count, vms, host_blocks, block_links, last_pred, cell_us, end_us):
     """The latest exit estimate of host h's `count` VMs: a fresh VM's at arrival, the others'
     at the host's last reprediction."""
     first_fresh = count - host_blocks[h, FRESH_N]
@@ -219,7 +220,10 @@ def latest_exit(h, count, vms, host_blocks, block_links, last_pred):
     b = host_blocks[h, FIRST_BLOCK]
     for pos in range(count):
         row = b * BLOCK_ROWS + pos % BLOCK_ROWS
-        e = vms[EXIT, row] if pos >= first_fresh else last_pred + vms[REM, row]
+        if pos >= first_fresh:
+            e = vms[EXIT, row]
+        else:
+            e = last_pred + remaining_at(row, last_pred, vms, cell_us, end_us)
         if e > latest:
             latest = e
         if (pos + 1) % BLOCK_ROWS == 0:

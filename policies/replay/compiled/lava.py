@@ -5,7 +5,7 @@ import numba
 import numpy as np
 
 from policies.replay.compiled.heap import heap_push
-from policies.replay.compiled.nilas import temporal_cost
+from policies.replay.compiled.nilas import level_range, temporal_cost
 from policies.replay.compiled.slots import (
     BLOCK_ROWS,
     CLASS,
@@ -13,6 +13,7 @@ from policies.replay.compiled.slots import (
     EMPTY,
     FIRST_BLOCK,
     NEXT_BLOCK,
+    NO_END,
     NONE,
     OPEN,
     PLACED_SEQ,
@@ -40,7 +41,9 @@ def select_lava(vm, vm_class, exit_us, strict, d0, d1, room0, room1, occupancy, 
     any other used host (not, with `strict`, a recycling one of the VM's class or lower),
     empty hosts - and in it the lowest temporal cost, then Best-Fit."""
     a0, a1 = d0[vm], d1[vm]
-    best, best_tier, best_class, best_level, best_score = -1, 4, 0, 0, 0.0
+    best, best_tier, best_class, best_score = -1, 4, 0, 0.0
+    # The delta_t range [low, high) of the best host's temporal cost (`select`'s).
+    low, high = NO_END, NO_END
     for h in range(room0.shape[0]):
         if not (a0 <= room0[h] and a1 <= room1[h]):
             continue
@@ -56,15 +59,17 @@ def select_lava(vm, vm_class, exit_us, strict, d0, d1, room0, room1, occupancy, 
                 continue
             else:
                 tier, host_class = 2, 0
-        # The temporal cost only for a host that may win: a worse tier or class cannot.
+        # A worse tier or class cannot win; in the best's, the temporal cost is searched for
+        # only when delta_t is below the best's range (an empty host's cost is 0).
         if tier > best_tier or (tier == best_tier and host_class > best_class):
             continue
-        level = temporal_cost(exit_us - host_exit[h], buckets) if tier < 3 else 0
+        delta = exit_us - host_exit[h] if tier < 3 else 0
         score = w0 * room0[h] + w1 * room1[h]
-        if (tier < best_tier or host_class < best_class or level < best_level
-                or (level == best_level and score < best_score)):
-            best, best_tier, best_class, best_level, best_score = (h, tier, host_class, level,
-                                                                   score)
+        if tier < best_tier or host_class < best_class or delta < low:
+            low, high = level_range(temporal_cost(delta, buckets), buckets)
+            best, best_tier, best_class, best_score = h, tier, host_class, score
+        elif delta < high and score < best_score:
+            best, best_score = h, score
     return best
 
 

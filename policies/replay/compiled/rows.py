@@ -3,17 +3,22 @@ placed VM, and the removal of one that keeps each host's fresh VMs last."""
 
 import numba
 
+from policies.replay.compiled.curves import valid_until
 from policies.replay.compiled.slots import (
     BLOCK_HOST,
     BLOCK_INDEX,
+    BLOCK_MAX_REM,
     BLOCK_ROWS,
+    BLOCK_VALID,
     CHANGED,
     FIRST_BLOCK,
     FREE_N,
     FRESH_N,
     LAST_BLOCK,
     NEXT_BLOCK,
+    NO_END,
     PREV_BLOCK,
+    REM,
     VM,
 )
 
@@ -44,7 +49,7 @@ def host_of_row(row, block_links):
 @numba.njit(cache=True, inline="always", _nrt=False)
 def add_row(h, occupancy, cursor, host_blocks, block_links, free_blocks):
     """The row of a fresh VM placed on host h at position `occupancy` (its VMs before it),
-    in a new block when the last one is full."""
+    in a new block when the last one is full. Fresh VMs are outside their block's summary."""
     if occupancy % BLOCK_ROWS == 0:
         cursor[FREE_N] -= 1
         b = free_blocks[cursor[FREE_N]]
@@ -53,32 +58,35 @@ def add_row(h, occupancy, cursor, host_blocks, block_links, free_blocks):
         block_links[b, PREV_BLOCK] = last
         block_links[b, BLOCK_INDEX] = occupancy // BLOCK_ROWS
         block_links[b, BLOCK_HOST] = h
+        block_links[b, BLOCK_MAX_REM] = -1  # the summary of no VMs
+        block_links[b, BLOCK_VALID] = NO_END
+        block_links[b, CHANGED] = 0
         if last >= 0:
             block_links[last, NEXT_BLOCK] = b
         else:
             host_blocks[h, FIRST_BLOCK] = b
         host_blocks[h, LAST_BLOCK] = b
     host_blocks[h, FRESH_N] += 1
-    block_links[host_blocks[h, LAST_BLOCK], CHANGED] = 1
     return host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + occupancy % BLOCK_ROWS
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, free_blocks):
+def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, free_blocks,
+             cell_us, end_us):
     """Removes the VM in `row` from host h (`occupancy` VMs with it): the last VM of its kind
     (fresh or not) takes its row, and the last fresh VM the place a non-fresh one leaves; an
-    emptied last block is freed."""
-    pos = position(row, block_links)
+    emptied last block is freed. Only a settled VM that leaves a block or joins one changes
+    the block's summary."""
     last = occupancy - 1
     last_row = host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + last % BLOCK_ROWS
     settled = occupancy - host_blocks[h, FRESH_N]
-    # The blocks whose VMs change (`CHANGED`): the VM's, and those of the VMs that move.
-    block_links[row // BLOCK_ROWS, CHANGED] = 1
-    block_links[last_row // BLOCK_ROWS, CHANGED] = 1
-    if pos < settled:
+    if position(row, block_links) < settled:
+        leave_summary(row, vms, block_links)
         settled_row = row_at(h, settled - 1, occupancy, host_blocks, block_links)
-        block_links[settled_row // BLOCK_ROWS, CHANGED] = 1
-        move_row(settled_row, row, vms, slot_of)
+        if settled_row != row:
+            leave_summary(settled_row, vms, block_links)
+            move_row(settled_row, row, vms, slot_of)
+            join_summary(row, vms, block_links, cell_us, end_us)
         move_row(last_row, settled_row, vms, slot_of)
     else:
         move_row(last_row, row, vms, slot_of)
@@ -101,3 +109,23 @@ def move_row(source, target, vms, slot_of):
         for c in range(vms.shape[0]):
             vms[c, target] = vms[c, source]
         slot_of[vms[VM, target]] = target
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def leave_summary(row, vms, block_links):
+    """The settled VM in `row` leaves its block: the block is read again if the VM had its
+    largest remaining lifetime."""
+    b = row // BLOCK_ROWS
+    if vms[REM, row] == block_links[b, BLOCK_MAX_REM]:
+        block_links[b, CHANGED] = 1
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def join_summary(row, vms, block_links, cell_us, end_us):
+    """The settled VM in `row` joins its block: the block's summary holds no longer than
+    the VM's curve stays at most its largest remaining lifetime (read again at once if the
+    VM is over it)."""
+    b = row // BLOCK_ROWS
+    block_links[b, BLOCK_VALID] = min(
+        block_links[b, BLOCK_VALID],
+        valid_until(row, block_links[b, BLOCK_MAX_REM], vms, cell_us, end_us))

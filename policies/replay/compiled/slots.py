@@ -14,18 +14,21 @@ EMPTY, OPEN, RECYCLING = 0, 1, 2
 # cache (fresh) last; a VM that leaves is replaced by a later one, so that a host's VMs are
 # read from a few contiguous blocks rather than from rows all over the trace.
 BLOCK_ROWS = 16
-# Columns of `vms`: the VM; its curve interval's end (µs), remaining lifetime (µs) and curve
-# interval at the host's last reprediction; its arrival (µs) and curve row, copied for the
-# look-ups; its predicted exit (µs) at arrival; LAVA's placement number.
-(VM, END, REM, COLUMN, ARRIVED, ROW, EXIT, PLACED_SEQ) = range(8)
-VM_COLUMNS = 8
+# Columns of `vms`: the VM; its remaining lifetime (µs) and curve interval at its last
+# look-up; its arrival (µs) and curve row, copied for the look-ups; its predicted exit (µs)
+# at arrival; LAVA's placement number.
+(VM, REM, COLUMN, ARRIVED, ROW, EXIT, PLACED_SEQ) = range(7)
+VM_COLUMNS = 7
 # Columns of `host_blocks` (first and last block of the host's chain, its fresh VMs) and of
-# `block_links` (next and previous block in the chain, index in it, host; and the largest
-# remaining lifetime and earliest interval end of its VMs when it was last read, unless a VM
-# was added, moved or removed since: `CHANGED`).
+# `block_links` (next and previous block in the chain, index in it, host; and its summary:
+# the largest remaining lifetime of its VMs when it was last read, and the time up to which
+# that holds (µs): until then no VM's curve passes it, and those that had it keep it; read
+# again once past that time, or if a VM that had it left since, `CHANGED`). A block's
+# summary leaves out its fresh VMs; that of no VMs is (-1, NO_END).
 FIRST_BLOCK, LAST_BLOCK, FRESH_N = range(3)
-NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST, BLOCK_MAX_REM, BLOCK_MIN_END, CHANGED = range(7)
+NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST, BLOCK_MAX_REM, BLOCK_VALID, CHANGED = range(7)
 BLOCK_COLUMNS = 7
+NO_END = 1 << 62  # after every time (µs)
 # Cursor slots: the engine's scalar state between calls (arrivals handled, positions, counts,
 # the last arrival's time, LAVA's placement number and timer count, free blocks of `vms`).
 (ARRIVAL, EXIT_POS, N_DIRTY, Q_HEAD, Q_TAIL, HEAP_N, PLACEMENTS, FAILED, PREDICTIONS, BATCHES,
