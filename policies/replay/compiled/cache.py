@@ -133,28 +133,20 @@ def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def read_block(b, base, count, now, vms, block_links, cell_us, end_us):
-    """Block b (its first VM at position `base` of the host's `count`): every VM's curve
-    looked up at `now`, its summary recomputed."""
-    first = b * BLOCK_ROWS
-    rows = min(count - base, BLOCK_ROWS)
-    largest = np.int64(-1)
-    for row in range(first, first + rows):
-        look_up(row, now, vms, cell_us, end_us)
-        largest = max(largest, vms[REM, row])
-    valid = np.int64(NO_END)
-    for row in range(first, first + rows):
-        valid = min(valid, valid_until(row, largest, vms, cell_us, end_us))
-    block_links[b, BLOCK_MAX_REM] = largest
-    block_links[b, BLOCK_VALID] = valid
+    """Block b (its first VM at position `base` of the host's `count`): its summary
+    recomputed from every VM's curve at `now`."""
+    block_links[b, BLOCK_MAX_REM] = -1  # the summary of no VMs
+    block_links[b, BLOCK_VALID] = NO_END
+    add_fresh(b, base, count, base, now, vms, block_links, cell_us, end_us)
     block_links[b, CHANGED] = 0
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def add_fresh(b, base, count, first_fresh, now, vms, block_links, cell_us, end_us):
-    """The fresh VMs of block b (its first VM at position `base`) looked up at `now` and
-    added to its summary; returns their largest remaining lifetime and the time up to which
-    the summary holds for them. The other VMs' times stay: measured against a largest
-    remaining lifetime at most the new one, they are early, never late."""
+    """The VMs of block b (its first VM at position `base`) from position `first_fresh` on
+    looked up at `now` and added to its summary; returns their largest remaining lifetime
+    and the time up to which the summary holds for them. The other VMs' times stay: measured
+    against a largest remaining lifetime at most the new one, they are early, never late."""
     first = b * BLOCK_ROWS - base
     stop = min(count, base + BLOCK_ROWS)
     largest = np.int64(-1)

@@ -32,6 +32,7 @@ from policies.replay.compiled.slots import (
     LIVE,
     METRICS_US,
     NEXT_BLOCK,
+    NO_END,
     NOW,
     N_DIRTY,
     PLACED_SEQ,
@@ -60,7 +61,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
               recycle_0, recycle_1, vm_classes, timer_time, timer_host, lava_bounds, buckets):
     w0, w1 = weights[0], weights[1]
     n_arrivals, n_exits = replayed.shape[0], exit_times.shape[0]
-    never = np.int64(1 << 62)
+    never = np.int64(NO_END)
     lava = params[POLICY] == LAVA
     while True:
         i = cursor[ARRIVAL]
