@@ -17,10 +17,14 @@ no LARS, and a lifetime source that either never repredicts or is the exact
 Python engine. The metrics are the Python engine's `PlacementMetrics`, read at every sample
 from `CompiledPool`, a view of the engine's arrays.
 
-State per host: room, occupancy, exit estimate, the time of its last reprediction, and for
-repredictions the largest remaining lifetime of its VMs at that time (`max_rem`), the time
-up to which that largest holds (`max_rem_valid`: no VM's curve passes it before, and those
-that have it keep it), and whether a VM that held it left (`stale`). A host's VMs are rows
+State per host: room, occupancy, exit estimate (arrays the decisions scan), and a row of
+`hosts` that a reprediction reads as one cache line: its chain of blocks, the time of its
+last reprediction, the largest remaining lifetime of its VMs at that time (`MAX_REM`), the
+time up to which that largest holds (`MAX_REM_VALID`: no VM's curve passes it before, and
+those that have it keep it), whether a VM that held it left (`STALE`), and whether it is due
+at the next refresh (`DUE`). With these in separate arrays, a reprediction missed the cache
+on each, and model-curve replays of LAVA ran 3-4 points further from the oracle's speed
+(perf, bench_placement). A host's VMs are rows
 of the table `vms` (a column per field), in a chain of blocks of 16 rows, those placed since
 the last reprediction (fresh) last (slots.py, rows.py): each block keeps the same summary
 of its own VMs, so a reprediction reads a few contiguous blocks, and looks up the curves
@@ -54,11 +58,14 @@ from policies.replay.compiled.slots import (
     BLOCK_ROWS,
     CURSOR_SIZE,
     DEADLINE,
+    DUE,
     EXIT,
     FAILED,
     FIRST_BLOCK,
     FREE_N,
+    HOST_COLUMNS,
     LAST_BLOCK,
+    LAST_PRED,
     LAVA,
     LIVE,
     N_DIRTY,
@@ -68,6 +75,7 @@ from policies.replay.compiled.slots import (
     PLACEMENTS,
     PREDICTIONS,
     ROW,
+    STALE,
     TIMER,
     VM,
     VM_COLUMNS,
@@ -110,6 +118,14 @@ def _policy_kind(policy) -> int:
     return {BestFit: BEST_FIT, Nilas: NILAS, Lava: LAVA}[type(policy)]
 
 
+def _cache_lines(shape: tuple) -> np.ndarray:
+    """Zeros int64[shape] starting on a 64-byte boundary: rows of 8 are cache lines."""
+    size = int(np.prod(shape))
+    buffer = np.zeros(size + 8, np.int64)
+    skip = (-buffer.ctypes.data % 64) // 8
+    return buffer[skip:skip + size].reshape(shape)
+
+
 class CompiledPool:
     """The engine's state, and the `PoolState` attributes that `PlacementMetrics` reads."""
 
@@ -127,15 +143,17 @@ class CompiledPool:
         num_blocks = num_rows // BLOCK_ROWS + num_hosts + 1  # each host's last is partial
         self.vms = np.zeros((VM_COLUMNS, num_blocks * BLOCK_ROWS), np.int64)
         self.slot_of = np.full(len(arrival_us), -1, np.int64)
-        self.host_blocks = np.zeros((num_hosts, 3), np.int64)
-        self.host_blocks[:, [FIRST_BLOCK, LAST_BLOCK]] = -1
+        self.hosts = _cache_lines((num_hosts, HOST_COLUMNS))
+        self.hosts[:, [FIRST_BLOCK, LAST_BLOCK]] = -1
+        self.hosts[:, LAST_PRED] = NONE  # not repredicted yet
+        self.hosts[:, STALE] = 1  # read every VM at the first reprediction
         self.block_links = np.zeros((num_blocks, BLOCK_COLUMNS), np.int64)
         # A stack of the free blocks (its first cursor[FREE_N] entries), the lowest on top.
         self.free_blocks = np.arange(num_blocks - 1, -1, -1, dtype=np.int64)
         cursor[FREE_N] = num_blocks
         count = np.zeros(num_hosts, np.int64)
         for vm, host in pool.vm_host.items():  # the warm-up's VMs: fresh
-            row = add_row(host, count[host], cursor, self.host_blocks, self.block_links,
+            row = add_row(host, count[host], cursor, self.hosts, self.block_links,
                           self.free_blocks)
             count[host] += 1
             self.slot_of[vm] = row
@@ -201,21 +219,17 @@ class CompiledReplay:
         self.demand = (np.ascontiguousarray(trace.demand[:, 0]),
                        np.ascontiguousarray(trace.demand[:, 1]))
         self.decisions = np.full(len(replayed), -1, np.int64)
+        # The due list (first the warm-up's used hosts, due), due FIFO, exit heap.
+        due_list = np.zeros(num_hosts, np.int64)
         self.cache_arrays = (
-            np.full(num_hosts, NONE, np.int64),  # last reprediction
-            np.zeros(num_hosts, np.int64),  # max_rem
-            np.zeros(num_hosts, np.int64),  # max_rem_valid
-            np.ones(num_hosts, np.bool_),  # stale: recompute every VM
-            # Dirty hosts (the warm-up's used hosts), marks, due list, due FIFO, exit heap.
-            state.occupancy > 0, np.zeros(num_hosts, np.bool_),
-            np.zeros(num_hosts, np.int64), np.zeros(num_hosts, np.int64),
-            np.zeros(8 * num_hosts + 64, np.int64), np.zeros(8 * num_hosts + 64, np.int64),
-            np.zeros(5 * num_hosts + 64, np.int64), np.zeros(5 * num_hosts + 64, np.int64),
-            *curves[1:])
+            due_list, np.zeros(8 * num_hosts + 64, np.int64),
+            np.zeros(8 * num_hosts + 64, np.int64), np.zeros(5 * num_hosts + 64, np.int64),
+            np.zeros(5 * num_hosts + 64, np.int64), *curves[1:])
         self.lava_arrays = self._lava(replay.policy, pool, num_vms, len(replayed))
-        dirty_hosts = np.flatnonzero(state.occupancy > 0)
-        self.cache_arrays[6][:len(dirty_hosts)] = dirty_hosts
-        self.cursor[N_DIRTY] = len(dirty_hosts)
+        due_hosts = np.flatnonzero(state.occupancy > 0)
+        due_list[:len(due_hosts)] = due_hosts
+        state.hosts[due_hosts, DUE] = 1
+        self.cursor[N_DIRTY] = len(due_hosts)
 
     @staticmethod
     def _lava(policy, pool: PoolState, num_vms: int, num_arrivals: int):
@@ -253,7 +267,7 @@ class CompiledReplay:
         run_until(until_us, self.cursor, self.params, self.weights, *self.arrivals,
                   *self.exit_stream, *self.curve_rows, *self.demand, state.limit_0,
                   state.limit_1, state.room0, state.room1, state.occupancy,
-                  state.host_exit_us, state.vms, state.slot_of, state.host_blocks,
+                  state.host_exit_us, state.vms, state.slot_of, state.hosts,
                   state.block_links, state.free_blocks, self.decisions, *self.cache_arrays,
                   *self.lava_arrays, _BUCKETS_US)
         state.live = int(self.cursor[LIVE])

@@ -13,10 +13,14 @@ from policies.replay.compiled.slots import (
     BLOCK_ROWS,
     BLOCK_VALID,
     CHANGED,
+    DUE,
     FIRST_BLOCK,
     FRESH_N,
     HEAP_N,
     INTERVAL_US,
+    LAST_PRED,
+    MAX_REM,
+    MAX_REM_VALID,
     N_DIRTY,
     NEXT_BLOCK,
     NO_END,
@@ -25,61 +29,46 @@ from policies.replay.compiled.slots import (
     Q_HEAD,
     Q_TAIL,
     REM,
+    STALE,
 )
 from policies.replay.compiled.rows import row_at
 
 
 @numba.njit(cache=True, _nrt=False)
-def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
-            last_pred, max_rem, max_rem_valid, stale, dirty, mark, dirty_stack, due_list,
+def refresh(now, cursor, params, occupancy, host_exit, vms, hosts, block_links, due_list,
             queue_time, queue_host, heap_time, heap_host, cell_us, end_us):
-    """`HostExitCache.refresh(now)` with exact curves: the used hosts touched since, due by
-    the interval, or whose exit estimate passed, repredicted."""
+    """`HostExitCache.refresh(now)` with exact curves: the used hosts touched since (the
+    first cursor[N_DIRTY] of `due_list`), due by the interval, or whose exit estimate
+    passed, repredicted."""
     interval = params[INTERVAL_US]
     num_hosts = occupancy.shape[0]
-    n_due = 0
+    n_due = cursor[N_DIRTY]
+    cursor[N_DIRTY] = 0
     if interval == 0:
         for h in range(num_hosts):
-            if occupancy[h] > 0:
-                due_list[n_due] = h
-                n_due += 1
-        for k in range(cursor[N_DIRTY]):
-            dirty[dirty_stack[k]] = False
-        cursor[N_DIRTY] = 0
+            if occupancy[h] > 0 and not hosts[h, DUE]:
+                n_due = add_due(h, n_due, hosts, due_list)
     else:
-        for k in range(cursor[N_DIRTY]):
-            h = dirty_stack[k]
-            dirty[h] = False
-            if not mark[h]:
-                mark[h] = True
-                due_list[n_due] = h
-                n_due += 1
-        cursor[N_DIRTY] = 0
         head_pos = cursor[Q_HEAD]
         while head_pos < cursor[Q_TAIL] and queue_time[head_pos] <= now:
             h = queue_host[head_pos]
-            if last_pred[h] + interval == queue_time[head_pos] and not mark[h]:
-                mark[h] = True
-                due_list[n_due] = h
-                n_due += 1
+            if hosts[h, LAST_PRED] + interval == queue_time[head_pos] and not hosts[h, DUE]:
+                n_due = add_due(h, n_due, hosts, due_list)
             head_pos += 1
         cursor[Q_HEAD] = head_pos
         while cursor[HEAP_N] > 0 and heap_time[0] < now:
             time_us, h = heap_time[0], heap_host[0]
             cursor[HEAP_N] = heap_pop(heap_time, heap_host, cursor[HEAP_N])
-            if host_exit[h] == time_us and not mark[h]:
-                mark[h] = True
-                due_list[n_due] = h
-                n_due += 1
+            if host_exit[h] == time_us and not hosts[h, DUE]:
+                n_due = add_due(h, n_due, hosts, due_list)
     repredicted = 0
     for k in range(n_due):
         h = due_list[k]
-        mark[h] = False
+        hosts[h, DUE] = 0
         if occupancy[h] == 0:
             continue
         repredicted += 1
-        repredict(h, now, occupancy[h], host_exit, vms, host_blocks, block_links, last_pred,
-                  max_rem, max_rem_valid, stale, cell_us, end_us)
+        repredict(h, now, occupancy[h], host_exit, vms, hosts, block_links, cell_us, end_us)
         cursor[PREDICTIONS] += occupancy[h]
         if interval > 0:
             schedule(h, now + interval, cursor, host_exit, queue_time, queue_host,
@@ -87,20 +76,27 @@ def refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_l
     if repredicted:
         cursor[BATCHES] += 1
         if interval > 0:
-            compact(cursor, interval, num_hosts, occupancy, host_exit, last_pred,
-                    queue_time, queue_host, heap_time, heap_host)
+            compact(cursor, interval, num_hosts, occupancy, host_exit, hosts, queue_time,
+                    queue_host, heap_time, heap_host)
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred, max_rem,
-              max_rem_valid, stale, cell_us, end_us):
+def add_due(h, n_due, hosts, due_list):
+    """Host h joins the due list of `n_due` hosts; returns their number."""
+    hosts[h, DUE] = 1
+    due_list[n_due] = h
+    return n_due + 1
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def repredict(h, now, count, host_exit, vms, hosts, block_links, cell_us, end_us):
     """Host h's exit estimate at `now`: now + the largest remaining lifetime of its `count`
     VMs, looking up only its fresh VMs unless one left or a block's largest may have moved
-    (`max_rem_valid`)."""
-    first_fresh = count - host_blocks[h, FRESH_N]
-    if stale[h] or now > max_rem_valid[h]:
+    (`MAX_REM_VALID`)."""
+    first_fresh = count - hosts[h, FRESH_N]
+    if hosts[h, STALE] or now > hosts[h, MAX_REM_VALID]:
         largest, valid = np.int64(-1), np.int64(NO_END)
-        b, base = host_blocks[h, FIRST_BLOCK], 0
+        b, base = hosts[h, FIRST_BLOCK], 0
         while base < count:
             if block_links[b, CHANGED] or block_links[b, BLOCK_VALID] < now:
                 read_block(b, base, count, now, vms, block_links, cell_us, end_us)
@@ -112,9 +108,9 @@ def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred
             b = block_links[b, NEXT_BLOCK]
     else:
         # Only the fresh VMs are new (a changed block's summary is not read here).
-        largest, valid = max_rem[h], max_rem_valid[h]
+        largest, valid = hosts[h, MAX_REM], hosts[h, MAX_REM_VALID]
         if first_fresh < count:
-            b = row_at(h, first_fresh, count, host_blocks, block_links) // BLOCK_ROWS
+            b = row_at(h, first_fresh, count, hosts, block_links) // BLOCK_ROWS
             base = first_fresh - first_fresh % BLOCK_ROWS
             while base < count:
                 fresh_rem, fresh_valid = add_fresh(b, base, count, first_fresh, now, vms,
@@ -123,12 +119,12 @@ def repredict(h, now, count, host_exit, vms, host_blocks, block_links, last_pred
                 valid = min(valid, fresh_valid)
                 base += BLOCK_ROWS
                 b = block_links[b, NEXT_BLOCK]
-    host_blocks[h, FRESH_N] = 0
-    stale[h] = False
-    max_rem[h] = largest
-    max_rem_valid[h] = valid
+    hosts[h, FRESH_N] = 0
+    hosts[h, STALE] = 0
+    hosts[h, MAX_REM] = largest
+    hosts[h, MAX_REM_VALID] = valid
+    hosts[h, LAST_PRED] = now
     host_exit[h] = now + largest
-    last_pred[h] = now
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
@@ -181,8 +177,8 @@ def schedule(h, due_us, cursor, host_exit, queue_time, queue_host, heap_time, he
         cursor[HEAP_N] = heap_push(heap_time, heap_host, cursor[HEAP_N], host_exit[h], h)
 
 
-@numba.njit(cache=True, _nrt=False)
-def compact(cursor, interval, num_hosts, occupancy, host_exit, last_pred, queue_time,
+@numba.njit(cache=True, inline="always", _nrt=False)
+def compact(cursor, interval, num_hosts, occupancy, host_exit, hosts, queue_time,
             queue_host, heap_time, heap_host):
     """Drops superseded entries as `HostExitCache._schedule` does, past 4 per host."""
     if cursor[HEAP_N] > 4 * num_hosts:
@@ -194,8 +190,8 @@ def compact(cursor, interval, num_hosts, occupancy, host_exit, last_pred, queue_
     if cursor[Q_TAIL] - cursor[Q_HEAD] > 4 * num_hosts:
         n = 0
         for h in range(num_hosts):
-            if last_pred[h] != NONE:
-                queue_time[n] = last_pred[h] + interval
+            if hosts[h, LAST_PRED] != NONE:
+                queue_time[n] = hosts[h, LAST_PRED] + interval
                 queue_host[n] = h
                 n += 1
         sort_pairs(queue_time, queue_host, n)  # by time, then host

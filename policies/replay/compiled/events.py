@@ -4,7 +4,7 @@ engine's order, Best-Fit and NILAS decisions, the pool's updates."""
 import numba
 import numpy as np
 
-from policies.replay.compiled.cache import refresh
+from policies.replay.compiled.cache import add_due, refresh
 from policies.replay.compiled.curves import remaining_at
 from policies.replay.compiled.heap import heap_pop
 from policies.replay.compiled.lava import (
@@ -23,13 +23,16 @@ from policies.replay.compiled.slots import (
     BLOCK_ROWS,
     COLUMN,
     CUT,
+    DUE,
     EXIT,
     EXIT_POS,
     FAILED,
     FIRST_BLOCK,
     FRESH_N,
+    LAST_PRED,
     LAVA,
     LIVE,
+    MAX_REM,
     METRICS_US,
     NEXT_BLOCK,
     NO_END,
@@ -40,6 +43,7 @@ from policies.replay.compiled.slots import (
     POLICY,
     REPREDICT,
     ROW,
+    STALE,
     STRICT,
     TAKEN_OVER,
     TAKEOVER_REFRESH,
@@ -54,11 +58,10 @@ from policies.replay.pool import NO_EXIT_US
 @numba.njit(cache=True, _nrt=False)
 def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exits,
               true_exits, exit_times, exit_vms, arrival_all, row_of_vm, d0, d1, lim0, lim1,
-              room0, room1, occupancy, host_exit, vms, slot_of, host_blocks, block_links,
-              free_blocks, decisions,
-              last_pred, max_rem, max_rem_valid, stale, dirty, mark, dirty_stack, due_list,
-              queue_time, queue_host, heap_time, heap_host, cell_us, end_us, lava_host,
-              recycle_0, recycle_1, vm_classes, timer_time, timer_host, lava_bounds, buckets):
+              room0, room1, occupancy, host_exit, vms, slot_of, hosts, block_links,
+              free_blocks, decisions, due_list, queue_time, queue_host, heap_time, heap_host,
+              cell_us, end_us, lava_host, recycle_0, recycle_1, vm_classes, timer_time,
+              timer_host, lava_bounds, buckets):
     w0, w1 = weights[0], weights[1]
     n_arrivals, n_exits = replayed.shape[0], exit_times.shape[0]
     never = np.int64(NO_END)
@@ -74,12 +77,11 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
                 and next_exit >= params[TAKEOVER_US]:
             now = params[TAKEOVER_US]
             if params[TAKEOVER_REFRESH]:
-                refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks,
-                        block_links, last_pred, max_rem, max_rem_valid, stale, dirty, mark,
-                        dirty_stack, due_list, queue_time, queue_host, heap_time, heap_host,
-                        cell_us, end_us)
+                refresh(now, cursor, params, occupancy, host_exit, vms, hosts, block_links,
+                        due_list, queue_time, queue_host, heap_time, heap_host, cell_us,
+                        end_us)
             if lava:
-                lava_bind(now, cursor, occupancy, host_exit, vms, host_blocks, block_links,
+                lava_bind(now, cursor, occupancy, host_exit, vms, hosts, block_links,
                           room0, room1, lava_host, recycle_0, recycle_1, timer_time,
                           timer_host, lava_bounds)
             cursor[TAKEN_OVER] = 1
@@ -93,8 +95,8 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
             if slot_of[vm] >= 0:
                 seq = vms[PLACED_SEQ, slot_of[vm]]
                 host = remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy,
-                              host_exit, vms, slot_of, host_blocks, block_links, free_blocks,
-                              last_pred, max_rem, stale, dirty, dirty_stack, cell_us, end_us)
+                              host_exit, vms, slot_of, hosts, block_links, free_blocks,
+                              due_list, cell_us, end_us)
                 if lava_on:
                     lava_removed(seq, host, next_exit, cursor, occupancy, lava_host,
                                  timer_time, timer_host, lava_bounds)
@@ -112,9 +114,8 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         cursor[ARRIVAL] = i + 1
         cursor[NOW] = now
         if params[REPREDICT]:
-            refresh(now, cursor, params, occupancy, host_exit, vms, host_blocks, block_links,
-                    last_pred, max_rem, max_rem_valid, stale, dirty, mark, dirty_stack, due_list,
-                    queue_time, queue_host, heap_time, heap_host, cell_us, end_us)
+            refresh(now, cursor, params, occupancy, host_exit, vms, hosts, block_links,
+                    due_list, queue_time, queue_host, heap_time, heap_host, cell_us, end_us)
         policy = params[POLICY] if i >= params[CUT] else BEST_FIT
         exit_us = arrival_exits[i]
         vm_class = 0
@@ -133,9 +134,9 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
             cursor[FAILED] += counted
             continue
         row = place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
-                    vms, slot_of, host_blocks, block_links, free_blocks, arrival_all,
+                    vms, slot_of, hosts, block_links, free_blocks, arrival_all,
                     row_of_vm)
-        touch(host, cursor, dirty, dirty_stack)
+        touch(host, cursor, hosts, due_list)
         if policy == LAVA:
             lava_placed(row, vm_class, host, now, cursor, room0, room1, occupancy, lava_host,
                         recycle_0, recycle_1, vms, timer_time, timer_host, lava_bounds)
@@ -143,26 +144,24 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         if true_exits[i] == now:
             seq = vms[PLACED_SEQ, row]
             remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms,
-                   slot_of, host_blocks, block_links, free_blocks, last_pred, max_rem, stale,
-                   dirty, dirty_stack, cell_us, end_us)
+                   slot_of, hosts, block_links, free_blocks, due_list, cell_us, end_us)
             if policy == LAVA:
                 lava_removed(seq, host, now, cursor, occupancy, lava_host, timer_time,
                              timer_host, lava_bounds)
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def touch(host, cursor, dirty, dirty_stack):
-    if not dirty[host]:
-        dirty[host] = True
-        dirty_stack[cursor[N_DIRTY]] = host
-        cursor[N_DIRTY] += 1
+def touch(host, cursor, hosts, due_list):
+    """The host is due at the next refresh, one of the touched hosts that head `due_list`."""
+    if not hosts[host, DUE]:
+        cursor[N_DIRTY] = add_due(host, cursor[N_DIRTY], hosts, due_list)
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit, vms,
-          slot_of, host_blocks, block_links, free_blocks, arrival_all, row_of_vm):
+          slot_of, hosts, block_links, free_blocks, arrival_all, row_of_vm):
     """`PoolState.place`: the VM takes the next row of its host; returns the row."""
-    row = add_row(host, occupancy[host], cursor, host_blocks, block_links, free_blocks)
+    row = add_row(host, occupancy[host], cursor, hosts, block_links, free_blocks)
     slot_of[vm] = row
     room0[host] -= d0[vm]
     room1[host] -= d1[vm]
@@ -180,17 +179,17 @@ def place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms, slot_of,
-           host_blocks, block_links, free_blocks, last_pred, max_rem, stale, dirty,
-           dirty_stack, cell_us, end_us):
+           hosts, block_links, free_blocks, due_list, cell_us, end_us):
     """`PoolState.remove` and the cache's touch; returns the VM's host."""
     row = slot_of[vm]
     host = host_of_row(row, block_links)
     count = occupancy[host]
-    fresh = position(row, block_links) >= count - host_blocks[host, FRESH_N]
-    gone_rem = -1 if fresh else remaining_at(row, last_pred[host], vms, cell_us, end_us)
-    gone_exit = vms[EXIT, row] if fresh else last_pred[host] + gone_rem
+    fresh = position(row, block_links) >= count - hosts[host, FRESH_N]
+    last_pred = hosts[host, LAST_PRED]
+    gone_rem = -1 if fresh else remaining_at(row, last_pred, vms, cell_us, end_us)
+    gone_exit = vms[EXIT, row] if fresh else last_pred + gone_rem
     slot_of[vm] = -1
-    drop_row(host, row, count, cursor, vms, slot_of, host_blocks, block_links, free_blocks,
+    drop_row(host, row, count, cursor, vms, slot_of, hosts, block_links, free_blocks,
              cell_us, end_us)
     cursor[LIVE] -= 1
     count -= 1
@@ -199,26 +198,26 @@ def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, v
         room0[host] = lim0[host]
         room1[host] = lim1[host]
         host_exit[host] = NO_EXIT_US
-        stale[host] = True
+        hosts[host, STALE] = 1
     else:
         room0[host] += d0[vm]
         room1[host] += d1[vm]
         if gone_exit == host_exit[host]:
-            host_exit[host] = latest_exit(host, count, vms, host_blocks, block_links,
-                                          last_pred[host], cell_us, end_us)
-        if not fresh and gone_rem == max_rem[host]:
-            stale[host] = True
-    touch(host, cursor, dirty, dirty_stack)
+            host_exit[host] = latest_exit(host, count, vms, hosts, block_links, last_pred,
+                                          cell_us, end_us)
+        if not fresh and gone_rem == hosts[host, MAX_REM]:
+            hosts[host, STALE] = 1
+    touch(host, cursor, hosts, due_list)
     return host
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def latest_exit(h, count, vms, host_blocks, block_links, last_pred, cell_us, end_us):
+def latest_exit(h, count, vms, hosts, block_links, last_pred, cell_us, end_us):
     """The latest exit estimate of host h's `count` VMs: a fresh VM's at arrival, the others'
     at the host's last reprediction."""
-    first_fresh = count - host_blocks[h, FRESH_N]
+    first_fresh = count - hosts[h, FRESH_N]
     latest = NO_EXIT_US
-    b = host_blocks[h, FIRST_BLOCK]
+    b = hosts[h, FIRST_BLOCK]
     for pos in range(count):
         row = b * BLOCK_ROWS + pos % BLOCK_ROWS
         if pos >= first_fresh:

@@ -108,7 +108,7 @@ def lava_make_all_residual(h, cursor, occupancy, lava_host):
 
 
 @numba.njit(cache=True, _nrt=False)
-def lava_bind(now, cursor, occupancy, host_exit, vms, host_blocks, block_links, room0, room1,
+def lava_bind(now, cursor, occupancy, host_exit, vms, hosts, block_links, room0, room1,
               lava_host, recycle_0, recycle_1, timer_time, timer_host, lava_bounds):
     """`Lava.bind`: hosts holding VMs open in the class of their longest predicted remaining
     lifetime (recycling if over the threshold), their VMs numbered."""
@@ -116,7 +116,7 @@ def lava_bind(now, cursor, occupancy, host_exit, vms, host_blocks, block_links, 
         if occupancy[h] == 0:
             continue
         # Numbered in host order: a residual cut taken later covers them all either way.
-        b = host_blocks[h, FIRST_BLOCK]
+        b = hosts[h, FIRST_BLOCK]
         for pos in range(occupancy[h]):
             cursor[SEQ] += 1
             vms[PLACED_SEQ, b * BLOCK_ROWS + pos % BLOCK_ROWS] = cursor[SEQ]

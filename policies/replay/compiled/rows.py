@@ -24,12 +24,12 @@ from policies.replay.compiled.slots import (
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def row_at(h, pos, occupancy, host_blocks, block_links):
+def row_at(h, pos, occupancy, hosts, block_links):
     """The row of host h's VM at position `pos` (of `occupancy`), walking back from the last
     block: the positions asked for are near the end."""
     if pos < BLOCK_ROWS:
-        return host_blocks[h, FIRST_BLOCK] * BLOCK_ROWS + pos
-    b = host_blocks[h, LAST_BLOCK]
+        return hosts[h, FIRST_BLOCK] * BLOCK_ROWS + pos
+    b = hosts[h, LAST_BLOCK]
     for _ in range((occupancy - 1) // BLOCK_ROWS - pos // BLOCK_ROWS):
         b = block_links[b, PREV_BLOCK]
     return b * BLOCK_ROWS + pos % BLOCK_ROWS
@@ -47,13 +47,13 @@ def host_of_row(row, block_links):
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def add_row(h, occupancy, cursor, host_blocks, block_links, free_blocks):
+def add_row(h, occupancy, cursor, hosts, block_links, free_blocks):
     """The row of a fresh VM placed on host h at position `occupancy` (its VMs before it),
     in a new block when the last one is full. Fresh VMs are outside their block's summary."""
     if occupancy % BLOCK_ROWS == 0:
         cursor[FREE_N] -= 1
         b = free_blocks[cursor[FREE_N]]
-        last = host_blocks[h, LAST_BLOCK]
+        last = hosts[h, LAST_BLOCK]
         block_links[b, NEXT_BLOCK] = -1
         block_links[b, PREV_BLOCK] = last
         block_links[b, BLOCK_INDEX] = occupancy // BLOCK_ROWS
@@ -64,25 +64,25 @@ def add_row(h, occupancy, cursor, host_blocks, block_links, free_blocks):
         if last >= 0:
             block_links[last, NEXT_BLOCK] = b
         else:
-            host_blocks[h, FIRST_BLOCK] = b
-        host_blocks[h, LAST_BLOCK] = b
-    host_blocks[h, FRESH_N] += 1
-    return host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + occupancy % BLOCK_ROWS
+            hosts[h, FIRST_BLOCK] = b
+        hosts[h, LAST_BLOCK] = b
+    hosts[h, FRESH_N] += 1
+    return hosts[h, LAST_BLOCK] * BLOCK_ROWS + occupancy % BLOCK_ROWS
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, free_blocks,
+def drop_row(h, row, occupancy, cursor, vms, slot_of, hosts, block_links, free_blocks,
              cell_us, end_us):
     """Removes the VM in `row` from host h (`occupancy` VMs with it): the last VM of its kind
     (fresh or not) takes its row, and the last fresh VM the place a non-fresh one leaves; an
     emptied last block is freed. Only a settled VM that leaves a block or joins one changes
     the block's summary."""
     last = occupancy - 1
-    last_row = host_blocks[h, LAST_BLOCK] * BLOCK_ROWS + last % BLOCK_ROWS
-    settled = occupancy - host_blocks[h, FRESH_N]
+    last_row = hosts[h, LAST_BLOCK] * BLOCK_ROWS + last % BLOCK_ROWS
+    settled = occupancy - hosts[h, FRESH_N]
     if position(row, block_links) < settled:
         leave_summary(row, vms, block_links)
-        settled_row = row_at(h, settled - 1, occupancy, host_blocks, block_links)
+        settled_row = row_at(h, settled - 1, occupancy, hosts, block_links)
         if settled_row != row:
             leave_summary(settled_row, vms, block_links)
             move_row(settled_row, row, vms, slot_of)
@@ -90,15 +90,15 @@ def drop_row(h, row, occupancy, cursor, vms, slot_of, host_blocks, block_links, 
         move_row(last_row, settled_row, vms, slot_of)
     else:
         move_row(last_row, row, vms, slot_of)
-        host_blocks[h, FRESH_N] -= 1
+        hosts[h, FRESH_N] -= 1
     if last % BLOCK_ROWS == 0:
-        b = host_blocks[h, LAST_BLOCK]
+        b = hosts[h, LAST_BLOCK]
         before = block_links[b, PREV_BLOCK]
-        host_blocks[h, LAST_BLOCK] = before
+        hosts[h, LAST_BLOCK] = before
         if before >= 0:
             block_links[before, NEXT_BLOCK] = -1
         else:
-            host_blocks[h, FIRST_BLOCK] = -1
+            hosts[h, FIRST_BLOCK] = -1
         free_blocks[cursor[FREE_N]] = b
         cursor[FREE_N] += 1
 

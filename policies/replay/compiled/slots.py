@@ -19,13 +19,19 @@ BLOCK_ROWS = 16
 # at arrival; LAVA's placement number.
 (VM, REM, COLUMN, ARRIVED, ROW, EXIT, PLACED_SEQ) = range(7)
 VM_COLUMNS = 7
-# Columns of `host_blocks` (first and last block of the host's chain, its fresh VMs) and of
-# `block_links` (next and previous block in the chain, index in it, host; and its summary:
-# the largest remaining lifetime of its VMs when it was last read, and the time up to which
-# that holds (µs): until then no VM's curve passes it, and those that had it keep it; read
-# again once past that time, or if a VM that had it left since, `CHANGED`). A block's
-# summary leaves out its fresh VMs; that of no VMs is (-1, NO_END).
-FIRST_BLOCK, LAST_BLOCK, FRESH_N = range(3)
+# Columns of `hosts`, a row of 64 bytes per host (one cache line, read together by a
+# reprediction): the first and last block of the host's chain and its fresh VMs; the exit
+# cache's time of its last reprediction (µs), the largest remaining lifetime of its VMs
+# then, the time up to which that largest holds (see `block_links`), whether a VM that held
+# it left since, and whether the host is due at the next refresh (touched since the last,
+# or found due by it). Columns of `block_links`: next and previous block in the chain,
+# index in it, host; and its summary: the largest remaining lifetime of its VMs when it was
+# last read, and the time up to which that holds (µs): until then no VM's curve passes it,
+# and those that had it keep it; read again once past that time, or if a VM that had it
+# left since, `CHANGED`. A block's summary leaves out its fresh VMs; that of no VMs is
+# (-1, NO_END).
+FIRST_BLOCK, LAST_BLOCK, FRESH_N, LAST_PRED, MAX_REM, MAX_REM_VALID, STALE, DUE = range(8)
+HOST_COLUMNS = 8
 NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST, BLOCK_MAX_REM, BLOCK_VALID, CHANGED = range(7)
 BLOCK_COLUMNS = 7
 NO_END = 1 << 62  # after every time (µs)
