@@ -19,6 +19,7 @@ from policies.replay.compiled.slots import (
     ARRIVED,
     BLOCK_ROWS,
     COLUMN,
+    HOST_COLUMNS,
     NO_END,
     REM,
     VM_COLUMNS,
@@ -208,3 +209,12 @@ def test_a_temporal_cost_levels_range_holds_exactly_its_deltas():
         assert low <= delta < high
         for other in deltas:
             assert (low <= other < high) == (temporal_cost(other, buckets) == level)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1000])
+def test_host_rows_are_whole_cache_lines(rows):
+    """A reprediction reads a host's cache state as one 64-byte line: the table starts on a
+    line and its rows are 8 int64, zeroed."""
+    hosts = compiled._cache_lines((rows, HOST_COLUMNS))
+    assert hosts.ctypes.data % 64 == 0 and hosts.strides == (64, 8)
+    assert hosts.shape == (rows, 8) and hosts.dtype == np.int64 and not hosts.any()
