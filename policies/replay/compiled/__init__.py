@@ -22,16 +22,16 @@ State per host: room, occupancy, exit estimate (arrays the decisions scan), and 
 last reprediction, the largest remaining lifetime of its VMs at that time (`MAX_REM`), the
 time up to which that largest holds (`MAX_REM_VALID`: no VM's curve passes it before, and
 those that have it keep it), whether a VM that held it left (`STALE`), and whether it is due
-at the next refresh (`DUE`). With these in separate arrays, a reprediction missed the cache
-on each, and model-curve replays of LAVA ran 3-4 points further from the oracle's speed
-(perf, bench_placement). A host's VMs are rows
-of the table `vms` (a column per field), in a chain of blocks of 16 rows, those placed since
-the last reprediction (fresh) last (slots.py, rows.py): each block keeps the same summary
-of its own VMs, so a reprediction reads a few contiguous blocks, and looks up the curves
-only of the fresh VMs and of blocks whose summary a VM's leaving or its curve ended.
-LAVA's host states, classes, deadlines and residual counts are columns of `lava_host`; its
-timers a heap by (time, host), handled after the exits and before the arrivals of their
-time, as the Python engine's events.
+at the next refresh (`DUE`; the hosts touched since the last refresh head its due list).
+With these in separate arrays a reprediction missed the cache on each, and model-curve
+replays of LAVA ran 3-4 points further from the oracle's speed (perf, bench_placement).
+A host's VMs are rows of the table `vms` (a column per field), in a chain of blocks of 16
+rows, those placed since the last reprediction (fresh) last (slots.py, rows.py): each block
+keeps the same summary of its own VMs, so a reprediction reads a few contiguous blocks, and
+looks up the curves only of the fresh VMs and of blocks whose summary a VM's leaving or its
+curve ended. LAVA's host states, classes, deadlines and residual counts are columns of
+`lava_host`; its timers a heap by (time, host), handled after the exits and before the
+arrivals of their time, as the Python engine's events.
 
 The kernels are compiled without numba's reference counting (`_nrt=False`): they allocate
 nothing, and counting each array argument of each call cost about a quarter of a replay
@@ -68,7 +68,7 @@ from policies.replay.compiled.slots import (
     LAST_PRED,
     LAVA,
     LIVE,
-    N_DIRTY,
+    N_TOUCHED,
     NILAS,
     NONE,
     NOW,
@@ -229,7 +229,7 @@ class CompiledReplay:
         due_hosts = np.flatnonzero(state.occupancy > 0)
         due_list[:len(due_hosts)] = due_hosts
         state.hosts[due_hosts, DUE] = 1
-        self.cursor[N_DIRTY] = len(due_hosts)
+        self.cursor[N_TOUCHED] = len(due_hosts)
 
     @staticmethod
     def _lava(policy, pool: PoolState, num_vms: int, num_arrivals: int):

@@ -21,7 +21,7 @@ from policies.replay.compiled.slots import (
     LAST_PRED,
     MAX_REM,
     MAX_REM_VALID,
-    N_DIRTY,
+    N_TOUCHED,
     NEXT_BLOCK,
     NO_END,
     NONE,
@@ -38,12 +38,12 @@ from policies.replay.compiled.rows import row_at
 def refresh(now, cursor, params, occupancy, host_exit, vms, hosts, block_links, due_list,
             queue_time, queue_host, heap_time, heap_host, cell_us, end_us):
     """`HostExitCache.refresh(now)` with exact curves: the used hosts touched since (the
-    first cursor[N_DIRTY] of `due_list`), due by the interval, or whose exit estimate
+    first cursor[N_TOUCHED] of `due_list`), due by the interval, or whose exit estimate
     passed, repredicted."""
     interval = params[INTERVAL_US]
     num_hosts = occupancy.shape[0]
-    n_due = cursor[N_DIRTY]
-    cursor[N_DIRTY] = 0
+    n_due = cursor[N_TOUCHED]
+    cursor[N_TOUCHED] = 0
     if interval == 0:
         for h in range(num_hosts):
             if occupancy[h] > 0 and not hosts[h, DUE]:

@@ -37,7 +37,7 @@ from policies.replay.compiled.slots import (
     NEXT_BLOCK,
     NO_END,
     NOW,
-    N_DIRTY,
+    N_TOUCHED,
     PLACED_SEQ,
     PLACEMENTS,
     POLICY,
@@ -154,7 +154,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
 def touch(host, cursor, hosts, due_list):
     """The host is due at the next refresh, one of the touched hosts that head `due_list`."""
     if not hosts[host, DUE]:
-        cursor[N_DIRTY] = add_due(host, cursor[N_DIRTY], hosts, due_list)
+        cursor[N_TOUCHED] = add_due(host, cursor[N_TOUCHED], hosts, due_list)
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)

@@ -35,10 +35,11 @@ HOST_COLUMNS = 8
 NEXT_BLOCK, PREV_BLOCK, BLOCK_INDEX, BLOCK_HOST, BLOCK_MAX_REM, BLOCK_VALID, CHANGED = range(7)
 BLOCK_COLUMNS = 7
 NO_END = 1 << 62  # after every time (µs)
-# Cursor slots: the engine's scalar state between calls (arrivals handled, positions, counts,
-# the last arrival's time, LAVA's placement number and timer count, free blocks of `vms`).
-(ARRIVAL, EXIT_POS, N_DIRTY, Q_HEAD, Q_TAIL, HEAP_N, PLACEMENTS, FAILED, PREDICTIONS, BATCHES,
- LIVE, TAKEN_OVER, NOW, SEQ, TIMERS_N, FREE_N) = range(16)
+# Cursor slots: the engine's scalar state between calls (arrivals handled, positions, hosts
+# touched since the last refresh, counts, the last arrival's time, LAVA's placement number
+# and timer count, free blocks of `vms`).
+(ARRIVAL, EXIT_POS, N_TOUCHED, Q_HEAD, Q_TAIL, HEAP_N, PLACEMENTS, FAILED, PREDICTIONS,
+ BATCHES, LIVE, TAKEN_OVER, NOW, SEQ, TIMERS_N, FREE_N) = range(16)
 CURSOR_SIZE = 16
 # Parameter slots.
 (TAKEOVER_US, CUT, TAKEOVER_REFRESH, POLICY, REPREDICT, INTERVAL_US, METRICS_US,
