@@ -1,4 +1,4 @@
-"""The results directory the notebooks read, shared by the three notebooks.
+"""The results directory the notebooks read, and its tables, shared by the notebooks.
 
 Jupyter starts a notebook's kernel in the notebook's folder (notebooks/), while the README
 runs the notebooks from the repository root with a path relative to it
@@ -9,7 +9,10 @@ working directory first, then in the repository root (this folder's parent).
 import os
 import pathlib
 
-from pipelines.io.publish import require_manifest
+import pandas as pd
+import pyarrow.parquet as pq
+
+from pipelines.io import manifests
 
 DEFAULT = "results/demo"
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -23,9 +26,22 @@ def results_dir(path=None):
     tried = [path] if path.is_absolute() else [pathlib.Path.cwd() / path, REPO / path]
     for candidate in tried:
         if candidate.is_dir():
-            require_manifest(str(candidate.resolve()))
+            manifests.require(str(candidate.resolve()))
             return candidate.resolve()
     raise FileNotFoundError(
         f"results directory {str(path)!r} not found (tried {' and '.join(map(str, tried))}); "
         "run a config first, e.g. `fleetcast run configs/demo.textproto --output_dir "
         "results/demo`, and set FLEETCAST_RESULTS to its output directory")
+
+
+def read_table(results, name: str) -> pd.DataFrame:
+    """Table `name` of the run in `results` as one DataFrame: exactly the files its manifest
+    lists, each checked to be there and unchanged (RunFailed naming a missing one);
+    LookupError when the run wrote no such table."""
+    manifest = manifests.require(str(results))
+    if name not in manifest["tables"]:
+        raise LookupError(f"{results}: the run wrote no {name} table (it wrote "
+                          f"{', '.join(sorted(manifest['tables']))}): run a config with its "
+                          "stage")
+    files = manifests.table_files(str(results), manifest, name)
+    return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)

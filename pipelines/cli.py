@@ -23,7 +23,9 @@ import importlib  # noqa: E402
 import inspect  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
+import traceback  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -34,10 +36,11 @@ from pipelines import config as run_config  # noqa: E402
 from pipelines import progress  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 from pipelines import worker_guard  # noqa: E402
-from pipelines.io import failures  # noqa: E402
+from pipelines.io import failures, manifests  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
 EXIT_RUN_FAILED = 1
+EXIT_INTERRUPTED = 130
 
 DESCRIPTION = """\
 Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement, shaping):
@@ -269,24 +272,16 @@ def check_beam_args(beam_args, own_options=("--output_dir",)):
                          + "".join(f"\n  {problem}" for problem in problems))
 
 
-def table_rows(table_dir: str) -> int:
-    """Rows in a Parquet dataset directory (from the files' footers)."""
-    matches = FileSystems.match([FileSystems.join(table_dir, "*.parquet")])[0].metadata_list
-    total = 0
-    for match in matches:
-        with FileSystems.open(match.path) as handle:
-            total += pq.ParquetFile(handle).metadata.num_rows
-    return total
-
-
-def _read_table(table_dir: str):
-    matches = FileSystems.match([FileSystems.join(table_dir, "*.parquet")])[0].metadata_list
-    frames = []
-    for match in matches:
-        with FileSystems.open(match.path) as handle:
-            frames.append(pq.read_table(handle).to_pandas())
+def _read_table(root: str, manifest: dict, name: str):
+    """Table `name` of the run published in `root` (its manifest's files) as a DataFrame."""
     import pandas as pd  # only the summary needs pandas
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if name not in manifest["tables"]:
+        return pd.DataFrame()
+    frames = []
+    for path in manifests.table_files(root, manifest, name):
+        with FileSystems.open(path) as handle:
+            frames.append(pq.read_table(handle).to_pandas())
+    return pd.concat(frames, ignore_index=True)
 
 
 def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
@@ -298,17 +293,19 @@ def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
               f"  fleetcast query bq://{output.bigquery_dataset.replace(':', '.')} "
               f"\"SELECT ...\"", file=out)
         return
-    print(f"Results: {output.parquet_dir}", file=out)
+    root = output.parquet_dir
+    manifest = manifests.require(root)
+    print(f"Results: {root}", file=out)
     for name in tables:
-        path = FileSystems.join(output.parquet_dir, name)
-        print(f"  {name:<28} {table_rows(path):>10,} rows   {path}", file=out)
-    counts = _read_table(FileSystems.join(output.parquet_dir, "source_counts"))
+        rows = manifest["tables"][name]["rows"] if name in manifest["tables"] else 0
+        print(f"  {name:<28} {rows:>10,} rows   {FileSystems.join(root, name)}", file=out)
+    counts = _read_table(root, manifest, "source_counts")
     if len(counts):
         print("Rows per source table (read / kept / rejected):", file=out)
         for row in counts.sort_values(["source", "table"]).itertuples():
             print(f"  {row.source}.{row.table:<22} {row.read:>10,} {row.kept:>10,} "
                   f"{row.rejected:>8,}", file=out)
-    dead = _read_table(FileSystems.join(output.parquet_dir, "dead_letters"))
+    dead = _read_table(root, manifest, "dead_letters")
     print(f"Dead letters: {len(dead):,}", file=out)
     if len(dead):
         reasons = collections.Counter(
@@ -426,8 +423,11 @@ def _report(args) -> int:
     from pipelines.report import write_report  # matplotlib only for this command
     try:
         page = write_report(args.results_dir, args.out)
-    except QueryError as e:
+    except (QueryError, failures.RunFailed) as e:
         raise UsageError(str(e)) from None
+    except OSError as e:  # --out not writable
+        raise UsageError(f"{e.filename or args.out}: cannot write the report: "
+                         f"{e.strerror or e}") from None
     print(f"report: {page} (figures as PNG and SVG in {page.parent / 'figures'})")
     return 0
 
@@ -454,14 +454,35 @@ def main(argv=None) -> int:
     except (run_config.ConfigError, UsageError) as e:
         print(f"fleetcast: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except Exception as e:  # pylint: disable=broad-except
+    except KeyboardInterrupt:
+        print("fleetcast: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (Exception, SystemExit) as e:  # pylint: disable=broad-except
         # A run that failed on its input or its results: say why, naming the file, without
-        # the runner's traceback; anything else is a bug and keeps its traceback.
-        reason = failures.reason_of(e)
+        # the runner's traceback; anything else is a bug (fleetcast's or a plug-in's).
+        reason = failures.reason_of(e) if isinstance(e, Exception) else None
         if reason is None:
-            raise
+            return _internal_error(e)
         print(f"fleetcast: run failed: {reason}", file=sys.stderr)
         return EXIT_RUN_FAILED
+
+
+def _internal_error(error: BaseException) -> int:
+    """Reports an error fleetcast did not foresee in one line, its traceback saved to a file
+    that the line names (FLEETCAST_TRACEBACK=1 raises it instead)."""
+    if os.environ.get("FLEETCAST_TRACEBACK"):
+        raise error
+    handle, path = tempfile.mkstemp(prefix="fleetcast-traceback-", suffix=".txt")
+    with os.fdopen(handle, "w") as file:
+        traceback.print_exception(error, file=file)
+    if isinstance(error, SystemExit):
+        what = f"something called sys.exit({error.code!r}) while the command ran"
+    else:
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        what = f"{type(error).__name__}: {lines[-1][:300] if lines else ''}"
+    print(f"fleetcast: internal error (a bug in fleetcast or in a plug-in): {what}; the "
+          f"traceback is in {path}", file=sys.stderr)
+    return EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

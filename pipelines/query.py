@@ -18,7 +18,7 @@ from typing import Dict, List
 import duckdb
 import pyarrow as pa
 
-from pipelines.io import publish
+from pipelines.io import manifests
 from pipelines.io.failures import RunFailed
 
 
@@ -31,11 +31,11 @@ def table_files(results_dir: str) -> Dict[str, List[str]]:
     if not os.path.isdir(results_dir):
         raise QueryError(f"{results_dir}: no such results directory")
     try:
-        manifest = publish.require_manifest(results_dir)
+        manifest = manifests.require(results_dir)
+        return {name: manifests.table_files(results_dir, manifest, name)
+                for name in sorted(manifest["tables"])}
     except RunFailed as e:
         raise QueryError(str(e)) from None
-    return {name: publish.table_files(results_dir, manifest, name)
-            for name in sorted(manifest["tables"])}
 
 
 def connect(results_dir: str) -> duckdb.DuckDBPyConnection:
@@ -44,8 +44,12 @@ def connect(results_dir: str) -> duckdb.DuckDBPyConnection:
     for name, files in table_files(results_dir).items():
         quoted_name = name.replace('"', '""')
         quoted_files = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-        connection.execute(f"CREATE VIEW \"{quoted_name}\" AS SELECT * FROM "
-                           f"read_parquet([{quoted_files}], union_by_name = true)")
+        try:
+            connection.execute(f"CREATE VIEW \"{quoted_name}\" AS SELECT * FROM "
+                               f"read_parquet([{quoted_files}], union_by_name = true)")
+        except duckdb.Error as e:
+            connection.close()
+            raise QueryError(f"table {name} of {results_dir}: {type(e).__name__}: {e}") from None
     return connection
 
 

@@ -4,6 +4,7 @@ conftest.py; the plain functions and constants here also serve module-level code
 
 import glob
 import gzip
+import hashlib
 import json
 import os
 import pathlib
@@ -14,9 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines import cli
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
 from pipelines import schemas
+from pipelines.io.manifests import STATE_DIR
 from pipelines.sources.azure_v1 import VMTABLE_COLUMNS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -121,7 +124,45 @@ def write_manifest(root) -> dict:
               for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob("*.parquet"))}
     for table in tables.values():
         table["rows"] = sum(pq.ParquetFile(root / f).metadata.num_rows for f in table["files"])
-    manifest = {"fleetcast_manifest": 1, "success": True, "tables": tables,
-                "files": [f for t in tables.values() for f in t["files"]]}
+    manifest = {"fleetcast_manifest": 2, "success": True, "tables": tables,
+                "files": {f: (root / f).stat().st_size
+                          for t in tables.values() for f in t["files"]}, "outside": {}}
     (root / "fleetcast_manifest.json").write_text(json.dumps(manifest))
     return manifest
+
+
+# A tiny Azure V1 trace and config for the integrity tests of publication and manifests.
+READINGS = "".join(f"{300 * t},vm{v},1.0,{10 + t % 7}.0,{5 + v}.0\n"
+                   for v in range(3) for t in range(40))
+VMTABLE = "vm0,s,d,0,12000,50,10,40,Interactive,2,4\nvm1,s,d,0,,50,10,40,Delay-insensitive,4,8\n"
+OVERCOMMIT = ('overcommit { metric { avg_cpu: true } scheduler { at_random { num_machines: 1 '
+              'seed: 0 } } fortune_teller { name: "oracle" oracle { horizon_s: 3600 } } }')
+
+
+def tiny_config(tmp_path, name="tiny", extra="", readings=READINGS):
+    """A config of an Azure V1 trace of 2 VMs (120 readings) written under `tmp_path`, with
+    `extra` config text; its path."""
+    (tmp_path / "readings.csv").write_text(readings)
+    (tmp_path / "vmtable.csv").write_text(VMTABLE)
+    path = tmp_path / f"{name}.textproto"
+    path.write_text(f'name: "{name}"\nazure_v1 {{ vmtable: "{tmp_path}/vmtable.csv" '
+                    f'vm_cpu_readings: "{tmp_path}/readings.csv" }}\n{extra}')
+    return path
+
+
+def run_cli(config, output_dir, *args):
+    """`fleetcast run CONFIG --output_dir OUTPUT_DIR -q ARGS...` in this process; its exit
+    code."""
+    return cli.main(["run", str(config), "--output_dir", str(output_dir), "-q", *args])
+
+
+def snapshot(root):
+    """{relative path: sha256} of every file under `root` but fleetcast's state dir."""
+    files = {}
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d != STATE_DIR]
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                files[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
+    return files

@@ -17,7 +17,7 @@ import pytest
 from apache_beam.testing.util import assert_that
 
 from pipelines import schemas
-from pipelines.io import bigquery, publish, sinks
+from pipelines.io import bigquery, manifests, publish, sinks
 from tests import bigquery_emulator
 from tests.helpers import read_table
 
@@ -124,7 +124,7 @@ def fleetcast(cwd, *args):
 
 
 def _parquet_tables(results: pathlib.Path):
-    manifest = publish.require_manifest(str(results))
+    manifest = manifests.require(str(results))
     return {name: pa.Table.from_pandas(read_table(results / name), preserve_index=False)
             for name in manifest["tables"]}
 

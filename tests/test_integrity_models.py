@@ -80,10 +80,11 @@ def test_models_are_published_with_the_run_and_a_failed_run_leaves_them(
     assert (summary["placed_vms"] > 0).all()
     manifest = json.loads((out / publish.MANIFEST).read_text())
     published = _hashes(model_dir)
-    # Paths under the output are relative to it; others absolute.
-    prefix = "models/" if inside_the_output else f"{model_dir}/"
+    # Paths under the output are relative to it ("files"); others absolute ("outside").
+    prefix, listed = (("models/", manifest["files"]) if inside_the_output
+                      else (f"{model_dir}/", manifest["outside"]))
     assert {p.split("/")[0] for p in published} == set(MODEL_NAMES)
-    assert sorted(f for f in manifest["files"] if f.startswith(prefix)) == sorted(
+    assert sorted(f for f in listed if f.startswith(prefix)) == sorted(
         prefix + f for f in published)
     assert not os.listdir(out / publish.STATE_DIR / "staging")
 

@@ -3,7 +3,6 @@ succeeds; a killed or failed run leaves the previous results as they were; fleet
 only what its manifest says it wrote; readers refuse a directory without a successful
 manifest."""
 
-import hashlib
 import json
 import os
 import signal
@@ -17,46 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import cli
-from pipelines.io import publish
+from pipelines.io import manifests, publish
 from pipelines.io.failures import RunFailed
 from pipelines.query import QueryError, query
-from tests.helpers import REPO, read_table
-
-READINGS = "".join(f"{300 * t},vm{v},1.0,{10 + t % 7}.0,{5 + v}.0\n"
-                   for v in range(3) for t in range(40))
-VMTABLE = "vm0,s,d,0,12000,50,10,40,Interactive,2,4\nvm1,s,d,0,,50,10,40,Delay-insensitive,4,8\n"
-OVERCOMMIT = ('overcommit { metric { avg_cpu: true } scheduler { at_random { num_machines: 1 '
-              'seed: 0 } } fortune_teller { name: "oracle" oracle { horizon_s: 3600 } } }')
-
-
-def _config(tmp_path, name="tiny", extra="", readings=READINGS):
-    (tmp_path / "readings.csv").write_text(readings)
-    (tmp_path / "vmtable.csv").write_text(VMTABLE)
-    path = tmp_path / f"{name}.textproto"
-    path.write_text(f'name: "{name}"\nazure_v1 {{ vmtable: "{tmp_path}/vmtable.csv" '
-                    f'vm_cpu_readings: "{tmp_path}/readings.csv" }}\n{extra}')
-    return path
-
-
-def _run(config, output_dir, *args):
-    return cli.main(["run", str(config), "--output_dir", str(output_dir), "-q", *args])
-
-
-def _snapshot(root):
-    """{relative path: sha256} of every file under `root` but fleetcast's state dir."""
-    files = {}
-    for directory, subdirs, names in os.walk(root):
-        subdirs[:] = [d for d in subdirs if d != publish.STATE_DIR]
-        for name in names:
-            path = os.path.join(directory, name)
-            with open(path, "rb") as handle:
-                files[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
-    return files
-
+from tests.helpers import (OVERCOMMIT, READINGS, REPO, read_table, run_cli, snapshot,
+                           tiny_config)
 
 def test_a_run_publishes_its_tables_with_a_manifest_written_last(tmp_path, capsys):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
+    assert run_cli(tiny_config(tmp_path), out) == 0
     manifest = json.loads((out / "fleetcast_manifest.json").read_text())
     assert manifest["success"] is True and manifest["name"] == "tiny"
     assert manifest["config"].startswith('name: "tiny"\nazure_v1 {')
@@ -91,12 +59,12 @@ def _slow_run(tmp_path, config, out):
 
 def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
-    before = _snapshot(out)
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    before = snapshot(out)
     # The second run is killed while writing: some of its files exist, staged, when
     # SIGKILL comes.
     (tmp_path / "b").mkdir()
-    bigger = _config(tmp_path / "b", readings=READINGS * 2)
+    bigger = tiny_config(tmp_path / "b", readings=READINGS * 2)
     process = _slow_run(tmp_path, bigger, out)
     staging = out / publish.STATE_DIR / "staging"
     deadline = time.time() + 120
@@ -106,17 +74,17 @@ def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path)
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert list(staging.rglob("part-*.parquet")), "killed before it wrote anything"
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
     assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 120}]
     # The next run removes what the killed one left staged and publishes its own.
-    assert _run(bigger, out) == 0
+    assert run_cli(bigger, out) == 0
     assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 240}]
     assert not list(staging.rglob("*.parquet"))
 
 
 def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_path, capsys):
     out = tmp_path / "out"
-    config = _config(tmp_path)
+    config = tiny_config(tmp_path)
     holder = _slow_run(tmp_path, config, out)
     lock = out / publish.STATE_DIR / publish.LOCK
     deadline = time.time() + 60
@@ -124,7 +92,7 @@ def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_pat
         assert holder.poll() is None and time.time() < deadline, "the first run never locked"
         time.sleep(0.02)
     started = time.time()
-    assert _run(config, out) == cli.EXIT_RUN_FAILED
+    assert run_cli(config, out) == cli.EXIT_RUN_FAILED
     assert time.time() - started < 5
     assert (f"fleetcast: run failed: {out}: another fleetcast run is writing into this "
             f"directory (pid {holder.pid} on {socket.gethostname()}, started "
@@ -133,19 +101,19 @@ def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_pat
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert f"pid {holder.pid} " in lock.read_text()
-    assert _run(config, out) == 0
+    assert run_cli(config, out) == 0
     assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 120}]
 
 
 def test_user_files_stay_and_stale_tables_of_the_earlier_run_go(tmp_path):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path, extra=OVERCOMMIT + " output { num_shards: 3 }"), out) == 0
+    assert run_cli(tiny_config(tmp_path, extra=OVERCOMMIT + " output { num_shards: 3 }"), out) == 0
     assert (out / "overcommit_summary").is_dir()
     user_files = {"notes.txt": "mine", ".hidden": "mine too", "usage/notes.txt": "kept",
                   "overcommit_summary/sheet.csv": "a,b"}
     for name, text in user_files.items():
         (out / name).write_text(text)
-    assert _run(_config(tmp_path, extra="output { num_shards: 2 }"), out) == 0
+    assert run_cli(tiny_config(tmp_path, extra="output { num_shards: 2 }"), out) == 0
     assert {name: (out / name).read_text() for name in user_files} == user_files
     # The overcommit tables of the first run are gone but for the user's file; no table
     # keeps a third shard of the first run.
@@ -153,7 +121,7 @@ def test_user_files_stay_and_stale_tables_of_the_earlier_run_go(tmp_path):
     assert not (out / "overcommit_counts").exists()
     assert sorted(p.name for p in (out / "usage").iterdir()) == [
         "notes.txt", "part-00000-of-00002.parquet", "part-00001-of-00002.parquet"]
-    manifest = publish.require_manifest(str(out))
+    manifest = manifests.require(str(out))
     assert sorted(manifest["tables"]) == [
         "dead_letters", "instances", "machines", "source_counts", "usage"]
 
@@ -165,7 +133,7 @@ def test_results_of_fleetcast_before_manifests_are_replaced_not_mixed(tmp_path):
     for shard in range(6):  # an earlier fleetcast's 6 shards, without a manifest
         pq.write_table(old, out / "usage" / f"part-{shard:05d}-of-00006.parquet")
     (out / "usage" / "notes.txt").write_text("kept")
-    assert _run(_config(tmp_path), out) == 0
+    assert run_cli(tiny_config(tmp_path), out) == 0
     assert sorted(p.name for p in (out / "usage").iterdir()) == [
         "notes.txt", *(f"part-{s:05d}-of-00004.parquet" for s in range(4))]
     assert len(read_table(out / "usage")) == 120
@@ -173,23 +141,24 @@ def test_results_of_fleetcast_before_manifests_are_replaced_not_mixed(tmp_path):
 
 def test_a_file_fleetcast_did_not_write_is_never_replaced(tmp_path, capsys):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
-    before = _snapshot(out)
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    before = snapshot(out)
     manifest = json.loads((out / "fleetcast_manifest.json").read_text())
-    manifest["files"].remove("usage/part-00000-of-00004.parquet")  # as if a user's file
+    del manifest["files"]["usage/part-00000-of-00004.parquet"]  # as if a user's file
+    manifest["tables"]["usage"]["files"].remove("usage/part-00000-of-00004.parquet")
     (out / "fleetcast_manifest.json").write_text(json.dumps(manifest))
-    before["fleetcast_manifest.json"] = _snapshot(out)["fleetcast_manifest.json"]
-    assert _run(_config(tmp_path), out) == cli.EXIT_RUN_FAILED
+    before["fleetcast_manifest.json"] = snapshot(out)["fleetcast_manifest.json"]
+    assert run_cli(tiny_config(tmp_path), out) == cli.EXIT_RUN_FAILED
     assert (f"fleetcast: run failed: {out}/usage/part-00000-of-00004.parquet: exists and no "
             "fleetcast manifest says fleetcast wrote it") in capsys.readouterr().err
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
 
 
 def test_an_unwritable_output_fails_before_any_compute(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("a file, not a directory")
     started = time.time()
-    assert _run(_config(tmp_path), blocker / "out") == cli.EXIT_RUN_FAILED
+    assert run_cli(tiny_config(tmp_path), blocker / "out") == cli.EXIT_RUN_FAILED
     assert time.time() - started < 5
     assert (f"fleetcast: run failed: {blocker}/out: the output location is not writable"
             in capsys.readouterr().err)
@@ -197,17 +166,17 @@ def test_an_unwritable_output_fails_before_any_compute(tmp_path, capsys):
 
 def test_a_table_whose_every_row_is_rejected_fails_and_publishes_nothing(tmp_path, capsys):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
-    before = _snapshot(out)
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    before = snapshot(out)
     bad = "".join(f"{300 * t},vm0,1.0,101.0,250.0\n" for t in range(5))  # cpu % above 100
-    assert _run(_config(tmp_path, readings=bad), out) == cli.EXIT_RUN_FAILED
+    assert run_cli(tiny_config(tmp_path, readings=bad), out) == cli.EXIT_RUN_FAILED
     err = capsys.readouterr().err
     failed = next((out / publish.STATE_DIR / "failed").iterdir())
     assert (f"fleetcast: run failed: every row of azure_v1.vm_cpu_readings was rejected: 5 "
             "of 5 (most common reason, 5 rows: maxcpu above 100 %: 101.0); nothing was "
             f"published ({out} keeps its previous results); this run's tables, dead letters "
             f"included, are in {failed}") in err
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
     assert len(read_table(failed / "dead_letters")) == 5
     counts = read_table(failed / "source_counts").sort_values("table")
     assert counts[["table", "read", "kept", "rejected"]].values.tolist() == [
@@ -217,13 +186,13 @@ def test_a_table_whose_every_row_is_rejected_fails_and_publishes_nothing(tmp_pat
 def test_a_config_may_allow_a_table_whose_every_row_is_rejected(tmp_path, capsys):
     out = tmp_path / "out"
     bad = "".join(f"{300 * t},vm0,1.0,101.0,250.0\n" for t in range(5))
-    config = _config(tmp_path, readings=bad,
+    config = tiny_config(tmp_path, readings=bad,
                      extra="output { allow_all_rows_rejected: true }\n")
-    assert _run(config, out) == 0
+    assert run_cli(config, out) == 0
     assert ("every row of azure_v1.vm_cpu_readings was rejected: 5 of 5 (most common reason, "
             "5 rows: maxcpu above 100 %: 101.0); published anyway "
             "(output.allow_all_rows_rejected)") in capsys.readouterr().err
-    manifest = publish.require_manifest(str(out))
+    manifest = manifests.require(str(out))
     assert {name: t["rows"] for name, t in manifest["tables"].items()} == {
         "dead_letters": 5, "instances": 2, "machines": 0, "source_counts": 2, "usage": 0}
     assert query(str(out), "SELECT \"table\", read, kept, rejected FROM source_counts "
@@ -235,12 +204,12 @@ def test_a_config_may_allow_a_table_whose_every_row_is_rejected(tmp_path, capsys
 
 def test_readers_refuse_a_directory_without_a_successful_manifest(tmp_path):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
+    assert run_cli(tiny_config(tmp_path), out) == 0
     (out / "fleetcast_manifest.json").unlink()
     with pytest.raises(QueryError, match=f"^{out}: no successful fleetcast run manifest"):
         query(str(out), "SELECT 1")
     with pytest.raises(RunFailed, match=f"^{out}: no successful fleetcast run manifest"):
-        publish.parquet_files_of(str(out / "usage"))
+        manifests.parquet_files_of(str(out / "usage"))
     loader = tmp_path / "load.textproto"
     loader.write_text(f'usage {{ input {{ parquet: "{out}/usage" }} }}\n{OVERCOMMIT}')
     result = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(loader),
@@ -253,9 +222,9 @@ def test_readers_refuse_a_directory_without_a_successful_manifest(tmp_path):
         "killed while publishing, or never ran); run the config again")
 
 
-def test_a_publication_killed_halfway_is_finished_by_the_next_run(tmp_path):
+def test_a_publication_killed_halfway_is_finished_by_the_nextrun_cli(tmp_path):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
+    assert run_cli(tiny_config(tmp_path), out) == 0
     area = publish.StagingArea.open(str(out))
     staged = area.staged_dir(str(out / "usage"))
     os.makedirs(staged)
@@ -266,38 +235,38 @@ def test_a_publication_killed_halfway_is_finished_by_the_next_run(tmp_path):
     area.publish(manifest)
     area.release()  # as the kernel does when the process is killed
     with pytest.raises(RunFailed):
-        publish.require_manifest(str(out))
+        manifests.require(str(out))
     next_run = publish.StagingArea.open(str(out))  # finishes the publication first
     next_run.discard()
     next_run.release()
-    assert publish.require_manifest(str(out))["name"] == "halfway"
+    assert manifests.require(str(out))["name"] == "halfway"
     assert sorted(p.name for p in (out / "usage").iterdir()) == ["part-00000-of-00001.parquet"]
 
 
 def test_an_extra_copy_into_a_table_of_the_run_fails_before_any_compute(tmp_path, capsys):
     out = tmp_path / "out"
-    clash = _config(tmp_path, extra=f'machines {{ output {{ parquet: "{out}/machines" }} }}')
-    assert _run(clash, out) == cli.EXIT_RUN_FAILED
+    clash = tiny_config(tmp_path, extra=f'machines {{ output {{ parquet: "{out}/machines" }} }}')
+    assert run_cli(clash, out) == cli.EXIT_RUN_FAILED
     assert (f"fleetcast: run failed: {out}/machines: two outputs of the run write into it"
             in capsys.readouterr().err)
     assert not (out / "machines").exists()
     elsewhere = tmp_path / "copies" / "instances"
-    copy = _config(tmp_path, extra=f'instances {{ output {{ parquet: "{elsewhere}" }} }}')
-    assert _run(copy, out) == 0
+    copy = tiny_config(tmp_path, extra=f'instances {{ output {{ parquet: "{elsewhere}" }} }}')
+    assert run_cli(copy, out) == 0
     assert len(read_table(elsewhere)) == 2
-    assert f"{elsewhere}/part-00000-of-00004.parquet" in publish.require_manifest(
-        str(out))["files"]
+    assert f"{elsewhere}/part-00000-of-00004.parquet" in manifests.require(
+        str(out))["outside"]
 
 
 def test_a_table_loaded_from_the_output_itself_stays_published(tmp_path):
     out = tmp_path / "out"
-    assert _run(_config(tmp_path), out) == 0
+    assert run_cli(tiny_config(tmp_path), out) == 0
     usage_files = sorted((out / "usage").iterdir())
     loader = tmp_path / "reuse.textproto"
     loader.write_text(f'name: "reuse"\nusage {{ input {{ parquet: "{out}/usage" }} }}\n'
                       f"{OVERCOMMIT}")
-    assert _run(loader, out) == 0
-    manifest = publish.require_manifest(str(out))
+    assert run_cli(loader, out) == 0
+    manifest = manifests.require(str(out))
     assert manifest["tables"]["usage"]["rows"] == 120
     assert sorted((out / "usage").iterdir()) == usage_files
     assert "overcommit_summary" in manifest["tables"] and "instances" not in manifest["tables"]

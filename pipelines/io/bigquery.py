@@ -40,7 +40,8 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from configs.checks import BIGQUERY_DATASET, BIGQUERY_TABLE
 from pipelines import schemas
 from pipelines.io.failures import RunFailed
-from pipelines.io.publish import files_under, read_parquet_dir
+from pipelines.io.publish import read_parquet_dir
+from pipelines.io.root_files import files_under
 
 EMULATOR_HOST = "BIGQUERY_EMULATOR_HOST"
 STORAGE_HOST = "FLEETCAST_BIGQUERY_STORAGE_HOST"

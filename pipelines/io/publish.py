@@ -2,28 +2,26 @@
 
 A Parquet run with output root R writes every file into R/.fleetcast/staging/<run id>/ (its
 tables, the synthetic trace it generates, its lifetime models, and the extra copies and
-model directories configured elsewhere on R's file system). Only
-when the pipeline has finished and the results pass their checks are the staged files
-renamed into place, and the run manifest R/fleetcast_manifest.json is written last:
+model directories configured elsewhere on R's file system). Only when the pipeline has
+finished and the results pass their checks are the staged files renamed into place, and the
+run manifest R/fleetcast_manifest.json (pipelines/io/manifests.py) is written last. A
+directory on another file system than R's (gs:// beside a local R, or the reverse) cannot be
+renamed into from R's staging area: it is written in place while the run runs, and is not in
+the manifest. Steps that read the run's own outputs while it runs (the placement stage loads
+the lifetime models) find them through `staged_dirs`.
 
-    {"fleetcast_manifest": 1, "success": true, "run_id", "name", "config" (text format),
-     "fleetcast_version", "started_at", "finished_at" (UTC, ISO 8601),
-     "tables": {name: {"rows", "files"}}, "files": [every file the run published]}
+What a run may replace or delete (ownership is by location, never by what a manifest says):
+files under R that R's previous manifest lists (or, in an R without a readable manifest,
+files named like fleetcast's shards: results of fleetcast before manifests); and, only by
+replacing it with a file of the same path, a file outside R that a run into R itself wrote
+(manifests.owns_outside). It never deletes a file outside R, never writes or deletes through
+a symbolic link below R, and fails naming the path rather than replace any other file.
 
-Paths under R are relative to R. A directory on another file system than R's (gs:// beside
-a local R, or the reverse) cannot be renamed into from R's staging area: it is written in
-place while the run runs, and is not in the manifest. Steps that read the run's own outputs
-while it runs (the placement stage loads the lifetime models) find them through
-`staged_dirs`. fleetcast deletes or replaces only files that the previous
-manifest lists (or, in a root without one, files named like its Parquet shards,
-part-NNNNN-of-NNNNN.parquet, in a table directory: results of fleetcast before manifests);
-a user's notes.txt or hidden file beside the tables is never touched. Readers
-(`fleetcast query`, the notebooks, loaded tables) refuse a root without a successful
-manifest and read exactly the files it lists.
-
-While the files are renamed (milliseconds) R has no manifest, so a run killed in that
-window leaves a root that readers refuse; its staged files and manifest stay in the staging
-directory and the next run into R finishes that publication before it starts.
+The publication plan (the manifest, the renames, the files to delete) is written to the
+staging directory first (fsynced and renamed into place, as every publication file is), so a
+run killed while it publishes leaves a root that readers refuse until the next run into R
+finishes that publication. A plan that is damaged is set aside under R/.fleetcast/failed
+with a warning naming it.
 
 One run at a time writes into a local R: a run holds an exclusive flock(2) on
 R/.fleetcast/lock (which records its pid, host, start time and run id) from before it
@@ -34,8 +32,7 @@ left behind never blocks. An R on another file system (gs://) is not locked.
 
 import contextlib
 import datetime
-import fcntl
-import json
+import logging
 import os
 import re
 import socket
@@ -46,12 +43,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines.io import manifests
 from pipelines.io.failures import RunFailed
+from pipelines.io.manifests import MANIFEST, STATE_DIR, ManifestError, is_local
+from pipelines.io.root_files import (delete_file, ensure_dir, files_under, is_directory,
+                                     link_below, lock, occupied, outside_key, refuse_link,
+                                     relative_to, remove_empty_dirs, rename)
 
-MANIFEST = "fleetcast_manifest.json"
-STATE_DIR = ".fleetcast"
-LOCK = "lock"
-FORMAT_VERSION = 1
+PLAN = "publication_plan.json"
+_LOG = logging.getLogger("fleetcast.publish")
 _SHARD = re.compile(r"^[^/]+/part-\d{5}-of-\d{5}\.parquet$")
 # What fleetcast wrote under an output root before it wrote manifests: table shards, the
 # synthetic trace's files and the lifetime models' files (models/<model name>/<file>).
@@ -64,67 +64,6 @@ def now_utc() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def files_under(directory: str) -> List[str]:
-    if not FileSystems.exists(directory):
-        return []
-    return sorted(m.path for m in FileSystems.match([FileSystems.join(directory, "**")])[0]
-                  .metadata_list)
-
-
-def _relative(path: str, root: str) -> Optional[str]:
-    prefix = root.rstrip("/") + "/"
-    return path[len(prefix):] if path.startswith(prefix) else None
-
-
-def _write_json(path: str, value: dict):
-    with FileSystems.create(path) as handle:
-        handle.write(json.dumps(value, indent=1, sort_keys=True).encode("utf-8"))
-
-
-def _read_json(path: str) -> dict:
-    with FileSystems.open(path) as handle:
-        return json.loads(handle.read().decode("utf-8"))
-
-
-def _ensure_dir(directory: str):
-    if not FileSystems.exists(directory):
-        FileSystems.mkdirs(directory)
-
-
-def _rename(source: str, target: str):
-    _ensure_dir(target.rsplit("/", 1)[0])
-    FileSystems.rename([source], [target])
-
-
-def _remove_empty_dirs(directories):
-    """Deletes each directory (deepest first) that holds nothing, e.g. a stale table's."""
-    for directory in sorted(set(directories), key=len, reverse=True):
-        if FileSystems.exists(directory) and not files_under(directory):
-            FileSystems.delete([directory])
-
-
-def _lock(root: str, state_dir: str, run_id: str) -> Optional[int]:
-    """The descriptor of an exclusive flock on `state_dir`/lock, recording this process as
-    its holder; None for a root that is not a local path. RunFailed naming `root` and the
-    holder when another process holds it."""
-    if FileSystems.get_scheme(state_dir) is not None:
-        return None
-    fd = os.open(os.path.join(state_dir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
-        os.close(fd)
-        raise RunFailed(f"{root}: another fleetcast run is writing into this directory "
-                        f"({holder or 'its holder has not recorded itself yet'}); wait for "
-                        "it to end or write elsewhere (the lock goes when that process "
-                        "ends)") from None
-    holder = f"pid {os.getpid()} on {socket.gethostname()}, started {now_utc()}, run {run_id}"
-    os.ftruncate(fd, 0)
-    os.write(fd, holder.encode("utf-8"))
-    return fd
-
-
 def read_parquet_dir(directory: str, columns=None) -> Optional[pa.Table]:
     """Every Parquet file under `directory` as one table (None: no file)."""
     tables = []
@@ -132,42 +71,6 @@ def read_parquet_dir(directory: str, columns=None) -> Optional[pa.Table]:
         with FileSystems.open(path) as handle:
             tables.append(pq.read_table(handle, columns=columns))
     return pa.concat_tables(tables) if tables else None
-
-
-def read_manifest(root: str) -> Optional[dict]:
-    """The run manifest of output root `root`, or None when it has none."""
-    path = FileSystems.join(root, MANIFEST)
-    return _read_json(path) if FileSystems.exists(path) else None
-
-
-def require_manifest(root: str) -> dict:
-    """The successful manifest of `root`; RunFailed naming `root` when there is none."""
-    manifest = read_manifest(root)
-    if manifest is None or not manifest.get("success"):
-        raise RunFailed(f"{root}: no successful fleetcast run manifest ({MANIFEST}): the "
-                        "directory holds no finished run (a run failed, was killed while "
-                        "publishing, or never ran); run the config again")
-    return manifest
-
-
-def table_files(root: str, manifest: dict, table: str) -> List[str]:
-    """Paths of the files of `table` that the manifest of `root` lists."""
-    return [FileSystems.join(root, f) for f in manifest["tables"][table]["files"]]
-
-
-def parquet_files_of(table_dir: str) -> Optional[List[str]]:
-    """The files of a table directory that a fleetcast run published: those its root's
-    manifest lists; None for a directory outside any fleetcast output root (read it whole).
-    RunFailed for a root without a successful manifest, or a table it does not list."""
-    root, _, table = table_dir.rstrip("/").rpartition("/")
-    if not (FileSystems.exists(FileSystems.join(root, MANIFEST))
-            or FileSystems.exists(FileSystems.join(root, STATE_DIR))):
-        return None
-    manifest = require_manifest(root)
-    if table not in manifest["tables"]:
-        raise RunFailed(f"{table_dir}: not a table of the run in {root} (its manifest lists "
-                        f"{', '.join(sorted(manifest['tables']))})")
-    return table_files(root, manifest, table)
 
 
 def rows_in(paths) -> int:
@@ -186,26 +89,33 @@ class StagingArea:
         self.root = root.rstrip("/") or "/"
         self.run_id = run_id
         self.state_dir = FileSystems.join(self.root, STATE_DIR)
-        self.work_dir = FileSystems.join(self.state_dir, "staging", run_id)
+        self.staging_dir = FileSystems.join(self.state_dir, "staging")
+        self.work_dir = FileSystems.join(self.staging_dir, run_id)
+        self.previous: Optional[dict] = None  # the root's manifest when the run started
         self._staged: Dict[str, str] = {}  # final directory -> staged directory
         self._lock_fd: Optional[int] = None
 
     @classmethod
     def open(cls, root: str) -> "StagingArea":
-        """The staging area of a new run into `root`, holding `root`'s lock until `release`."""
+        """The staging area of a new run into `root`, holding `root`'s lock until `release`.
+        Finishes (or sets aside) what interrupted publications left, and reads the root's
+        manifest: a damaged one is replaced when the run publishes (a warning says so)."""
         run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S-") + \
             uuid.uuid4().hex[:8]
         area = cls(root, run_id)
         with area._writable():
-            _ensure_dir(area.state_dir)
-            area._lock_fd = _lock(root, area.state_dir, run_id)
+            for directory in (area.state_dir, area.staging_dir):
+                refuse_link(area.root, directory)
+                ensure_dir(directory)
+            area._lock_fd = lock(root, area.state_dir, f"pid {os.getpid()} on "
+                                 f"{socket.gethostname()}, started {now_utc()}, run {run_id}")
         try:
             area._finish_interrupted_publications()
-            probe = FileSystems.join(area.work_dir, "writable")
+            area.previous = area._previous_manifest()
             with area._writable():
-                _ensure_dir(area.work_dir)
-                _write_json(probe, {"run_id": run_id})
-                FileSystems.delete([probe])
+                ensure_dir(area.work_dir)
+                manifests.write_json_atomic(FileSystems.join(area.work_dir, "run.json"),
+                                            {"run_id": run_id, "started_at": now_utc()})
         except BaseException:
             area.release()
             raise
@@ -227,22 +137,75 @@ class StagingArea:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def _previous_manifest(self) -> Optional[dict]:
+        """The root's manifest; None, with a warning, when it is damaged (the root's files
+        are then owned as if it had none)."""
+        try:
+            return manifests.read(self.root)
+        except ManifestError as e:
+            path = FileSystems.join(self.root, MANIFEST)
+            if is_local(path) and os.path.isdir(path):
+                raise RunFailed(f"{path}: a directory where fleetcast writes its manifest; "
+                                "move it away") from None
+            _LOG.warning("%s: damaged fleetcast manifest (%s); this run replaces it, and "
+                         "replaces only files named like fleetcast's shards", path, e.reason)
+            return None
+
     def _finish_interrupted_publications(self):
-        """Publishes what a run killed while publishing left staged (with its manifest), and
-        deletes what killed or failed runs left staged without one."""
-        staging = FileSystems.join(self.state_dir, "staging")
-        for run_id in sorted({_relative(p, staging).split("/")[0]
-                              for p in files_under(staging)}):
+        """Publishes what a run killed while publishing left staged (with its plan), sets
+        aside a run whose plan is damaged, and deletes what killed or failed runs left
+        staged without a plan (empty directories included)."""
+        if is_local(self.staging_dir):
+            run_ids = sorted(os.listdir(self.staging_dir))
+        else:
+            run_ids = sorted({relative_to(p, self.staging_dir).split("/")[0]
+                              for p in files_under(self.staging_dir)})
+        for run_id in run_ids:
             interrupted = StagingArea(self.root, run_id)
-            staged_manifest = FileSystems.join(interrupted.work_dir, MANIFEST)
-            if FileSystems.exists(staged_manifest):
-                interrupted._move_into_place(_read_json(staged_manifest))
-            else:
+            plan_path = FileSystems.join(interrupted.work_dir, PLAN)
+            if not FileSystems.exists(plan_path):
                 interrupted.discard()
+                continue
+            try:
+                plan = interrupted._checked_plan(plan_path)
+            except ValueError as e:
+                kept = interrupted.keep_failed(f"damaged publication plan: {e}")
+                _LOG.warning("%s: damaged publication plan (%s) of a run killed while it "
+                             "published; its staged files are set aside in %s, and this run "
+                             "publishes over what it had moved", plan_path, e, kept)
+                continue
+            interrupted._move_into_place(plan)
+
+    def _checked_plan(self, path: str) -> dict:
+        """The publication plan in `path`; ValueError saying why it cannot be carried out
+        safely (its renames must come from this run's staging directory and go to files
+        its manifest lists under the root, or outside it as the root's own)."""
+        plan = manifests.read_json(path)
+        if not isinstance(plan, dict) or not {"manifest", "moves", "stale"} <= set(plan):
+            raise ValueError("not a publication plan")
+        try:
+            manifest = manifests.check(plan["manifest"], path)
+        except ManifestError as e:
+            raise ValueError(f"its manifest: {e.reason}") from None
+        moves, stale = plan["moves"], plan["stale"]
+        if not isinstance(moves, list) or not isinstance(stale, list):
+            raise ValueError("'moves' or 'stale' is not of its type")
+        owned_outside = manifests.owns_outside(manifest, self.root)
+        for move in moves:
+            if not (isinstance(move, list) and len(move) == 2
+                    and manifests.is_relative_under(move[1])):
+                raise ValueError(f"renames {move!r}, not a staged file")
+            if not (move[0] in manifest["files"] or (owned_outside
+                                                     and move[0] in manifest["outside"])):
+                raise ValueError(f"renames onto {move[0]!r}, not a file its manifest lists")
+        if not all(manifests.is_relative_under(f) for f in stale):
+            raise ValueError("deletes a path that is not under the output directory")
+        return plan
 
     def staged_dir(self, final_dir: str) -> str:
         """Where this run writes the directory `final_dir` until it publishes: `final_dir`
-        itself when it is on another file system than the root (no rename crosses them)."""
+        itself when it is on another file system than the root (no rename crosses them).
+        RunFailed for a directory under the root reached through a symbolic link."""
         final_dir = final_dir.rstrip("/")
         if FileSystems.get_scheme(final_dir) != FileSystems.get_scheme(self.root):
             return final_dir
@@ -252,7 +215,8 @@ class StagingArea:
                 raise RunFailed(f"{final_dir}: two outputs of the run write into it (e.g. a "
                                 f"LoadOrWrite copy of a table into the table's own directory)"
                                 f"; overlaps {other}")
-        relative = (_relative(final_dir, self.root) if final_dir != self.root else "")
+        refuse_link(self.root, final_dir)
+        relative = (relative_to(final_dir, self.root) if final_dir != self.root else "")
         if relative is None:  # an extra copy outside the root
             relative = f"{STATE_DIR}-copies/{len(self._staged)}"
         staged = FileSystems.join(self.work_dir, relative) if relative else self.work_dir
@@ -268,10 +232,11 @@ class StagingArea:
         files = {}
         for final_dir, staged_dir in self._staged.items():
             for staged in files_under(staged_dir):
-                relative = _relative(staged, staged_dir)
-                if staged_dir == self.work_dir and relative.startswith(f"{STATE_DIR}-"):
-                    continue  # a copy outside the root (listed under its own directory), or
-                    # an extra_dir
+                relative = relative_to(staged, staged_dir)
+                if staged_dir == self.work_dir and (
+                        relative.startswith(f"{STATE_DIR}-") or relative == "run.json"):
+                    continue  # a copy outside the root (listed under its own directory), an
+                    # extra_dir, or the run's own record
                 files[FileSystems.join(final_dir, relative)] = staged
         return files
 
@@ -285,85 +250,109 @@ class StagingArea:
         return read_parquet_dir(self._staged[final_dir.rstrip("/")], columns)
 
     def manifest(self, carried_tables=(), **run_fields) -> dict:
-        """The manifest of the staged files (success, tables with their rows), and of the
-        earlier run's `carried_tables` (tables of the root that this run loaded as input:
-        they stay, listed again)."""
-        files = self.staged_files()
-        previous = read_manifest(self.root) or {"tables": {}}
-        carried = {name: previous["tables"][name] for name in carried_tables
-                   if name in previous["tables"]}
-        published = [f for table in carried.values() for f in table["files"]]
-        tables = dict(carried)
-        for final in sorted(files):
-            relative = _relative(final, self.root)
-            published.append(relative if relative is not None else final)
-            if relative is not None and _SHARD.match(relative):
+        """The manifest of the staged files (success, tables with their rows, every file
+        with its size), and of the earlier run's `carried_tables` (tables of the root that
+        this run loaded as input: they stay, listed again)."""
+        staged = self.staged_files()
+        previous = self.previous or {"tables": {}, "files": {}}
+        tables = {name: previous["tables"][name] for name in carried_tables
+                  if name in previous["tables"]}
+        files = {f: previous["files"][f] for table in tables.values() for f in table["files"]}
+        outside = {}
+        for final in sorted(staged):
+            relative = relative_to(final, self.root)
+            size = manifests.file_size(staged[final])
+            if relative is None:
+                outside[outside_key(final)] = size
+                continue
+            files[relative] = size
+            if _SHARD.match(relative) and relative.split("/")[0] not in carried_tables:
                 table = tables.setdefault(relative.split("/")[0], {"files": []})
                 table["files"].append(relative)
         for name, table in tables.items():
-            if name in carried:
-                continue
-            table["rows"] = rows_in(files[FileSystems.join(self.root, f)]
-                                    for f in table["files"])
-        return {"fleetcast_manifest": FORMAT_VERSION, "success": True, "run_id": self.run_id,
-                **run_fields, "tables": tables, "files": sorted(published)}
+            if name not in carried_tables:
+                table["rows"] = rows_in(staged[FileSystems.join(self.root, f)]
+                                        for f in table["files"])
+        return {"fleetcast_manifest": manifests.FORMAT_VERSION, "success": True,
+                "run_id": self.run_id, **run_fields, "root": manifests.root_identity(self.root),
+                "tables": tables, "files": files, "outside": outside}
 
     def publish(self, manifest: dict):
-        """Moves the staged files into place and writes `manifest` last."""
-        previous = read_manifest(self.root)
-        replaced = self._replaceable(previous)
-        moves = self.staged_files()
-        foreign = [f for f in moves if f not in replaced and FileSystems.exists(f)]
-        if foreign:
-            raise RunFailed(f"{foreign[0]}: exists and no fleetcast manifest says fleetcast "
-                            "wrote it; move it away (the previous results are untouched)")
+        """Moves the staged files into place and writes `manifest` last. RunFailed, before
+        anything moves, when a staged file would replace a file the run may not replace."""
+        replaceable = self._replaceable()
+        moves = []  # [final path relative to the root (absolute outside it), staged path
+        # relative to the work directory]: the plan holds for any spelling of the root
+        for final, staged in sorted(self.staged_files().items()):
+            relative = relative_to(final, self.root)
+            key = relative if relative is not None else outside_key(final)
+            refuse_link(self.root, final)
+            if occupied(final) and ((final if relative is not None else key) not in replaceable
+                                    or is_directory(final)):
+                whose = ("no fleetcast manifest says fleetcast wrote it" if relative
+                         else "no run into this directory wrote it")
+                raise RunFailed(f"{final}: exists and {whose}; move it away (the previous "
+                                "results are untouched)")
+            moves.append([key, relative_to(staged, self.work_dir)])
+        listed = {FileSystems.join(self.root, f) for f in manifest["files"]}
+        stale = sorted(relative_to(p, self.root) for p in replaceable
+                       if p not in listed and relative_to(p, self.root) is not None)
         # The plan goes with the staged files, so a publication killed halfway can finish.
-        plan = {"manifest": manifest, "moves": moves, "replaced": sorted(replaced)}
-        _write_json(FileSystems.join(self.work_dir, MANIFEST), plan)
+        plan = {"manifest": manifest, "moves": moves, "stale": stale}
+        manifests.write_json_atomic(FileSystems.join(self.work_dir, PLAN), plan)
         self._move_into_place(plan)
 
-    def _replaceable(self, previous: Optional[dict]) -> set:
-        """Paths of the earlier run's files that this run may delete or replace."""
-        if previous is not None:
-            return {self._absolute(f) for f in previous.get("files", [])}
-        return {path for path in files_under(self.root)
-                if _LEGACY.match(_relative(path, self.root) or "")}
-
-    def _absolute(self, path: str) -> str:
-        return path if FileSystems.get_scheme(path) or path.startswith("/") \
-            else FileSystems.join(self.root, path)
+    def _replaceable(self) -> set:
+        """Paths of files that this run may delete or replace: those under the root that
+        the earlier run's manifest lists, and the files outside the root that a run into the
+        root itself wrote (replaced only, never deleted)."""
+        previous = self.previous
+        if previous is None:
+            return {path for path in files_under(self.root)
+                    if _LEGACY.match(relative_to(path, self.root) or "")
+                    and not link_below(self.root, path)}
+        inside = {FileSystems.join(self.root, f) for f in previous["files"]}
+        inside = {path for path in inside if not link_below(self.root, path)}
+        if manifests.owns_outside(previous, self.root):
+            return inside | set(previous["outside"])
+        return inside
 
     def _move_into_place(self, plan: dict):
         """Carries out a publication plan: the root's manifest goes first (readers then refuse
         the root), the staged files are renamed over the earlier run's, the earlier run's
-        other files are deleted, and the new manifest is written last."""
+        other files under the root are deleted, and the new manifest is written last."""
         root_manifest = FileSystems.join(self.root, MANIFEST)
-        if FileSystems.exists(root_manifest):
-            FileSystems.delete([root_manifest])
-        moves = plan["moves"]
-        for final, source in moves.items():
+        if manifests.file_size(root_manifest) is not None:
+            delete_file(root_manifest)
+        for key, staged in plan["moves"]:
+            final = key if key in plan["manifest"]["outside"] else FileSystems.join(
+                self.root, key)
+            source = FileSystems.join(self.work_dir, staged)
             if FileSystems.exists(source):  # else moved before the interruption
-                _rename(source, final)
-        listed = {self._absolute(f) for f in plan["manifest"]["files"]}
-        stale = [p for p in plan["replaced"] if p not in listed and FileSystems.exists(p)]
-        if stale:
-            FileSystems.delete(stale)
-        _remove_empty_dirs(p.rsplit("/", 1)[0] for p in stale)
-        _write_json(root_manifest + ".tmp", plan["manifest"])
-        FileSystems.rename([root_manifest + ".tmp"], [root_manifest])
+                refuse_link(self.root, final)
+                rename(source, final)
+        stale = [FileSystems.join(self.root, f) for f in plan["stale"]]
+        stale = [p for p in stale if not link_below(self.root, p) and occupied(p)]
+        for path in stale:
+            delete_file(path)
+        remove_empty_dirs(self.root, (p.rsplit("/", 1)[0] for p in stale))
+        manifests.write_json_atomic(root_manifest, plan["manifest"])
         self.discard()
 
     def keep_failed(self, reason: str) -> str:
         """Moves this failed run's staged files to R/.fleetcast/failed/<run id> (a reader
         never sees them; the last failed run is kept for inspection) and returns that path."""
         failed_root = FileSystems.join(self.state_dir, "failed")
+        refuse_link(self.root, failed_root)
         if FileSystems.exists(failed_root):
             FileSystems.delete([failed_root])
         target = FileSystems.join(failed_root, self.run_id)
         for source in files_under(self.work_dir):
-            _rename(source, FileSystems.join(target, _relative(source, self.work_dir)))
-        _write_json(FileSystems.join(target, "failure.json"), {"reason": reason})
-        FileSystems.delete([self.work_dir])
+            rename(source, FileSystems.join(target, relative_to(source, self.work_dir)))
+        ensure_dir(target)
+        manifests.write_json_atomic(FileSystems.join(target, "failure.json"),
+                                    {"reason": reason})
+        self.discard()
         return target
 
     def discard(self):

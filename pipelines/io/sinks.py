@@ -24,7 +24,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import progress, schemas
-from pipelines.io import bigquery, publish, spill
+from pipelines.io import bigquery, manifests, publish, spill
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` with exactly the columns of `schema`, in its order and types."""
@@ -276,16 +276,13 @@ class ReadTable(beam.PTransform):
         if self._location.WhichOneof("location") == "parquet":
             # fileio + pyarrow rather than ReadFromParquetBatched, which the DaskRunner does
             # not translate (it would read nothing). A table of a fleetcast run is the files
-            # its manifest lists (publish.parquet_files_of); any other directory, every
-            # *.parquet file in it.
-            directory = self._location.parquet
-            files = publish.parquet_files_of(directory)
-            matched = (pbegin | "Match" >> fileio.MatchFiles(
-                FileSystems.join(directory, "*.parquet"), empty_match_treatment="DISALLOW")
-                       if files is None else
-                       pbegin | "Files" >> beam.Create(files) | "Match" >> fileio.MatchAll())
+            # its manifest lists, any other directory its *.parquet files, checked complete
+            # before the pipeline runs (manifests.parquet_files_of).
+            files = manifests.parquet_files_of(self._location.parquet)
             return (
-                matched
+                pbegin
+                | "Files" >> beam.Create(files)
+                | "Match" >> fileio.MatchAll()
                 | "Open" >> fileio.ReadMatches()
                 | "Spread" >> beam.Reshuffle()
                 | "ReadParquet" >> beam.FlatMap(_parquet_batches, self._schema))

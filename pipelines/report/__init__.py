@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import config as run_config
-from pipelines.io import publish
-from pipelines.query import table_files
+from pipelines.io import manifests
+from pipelines.query import QueryError, table_files
 from pipelines.report import lifetime, overcommit, placement, shaping
 from pipelines.report.figures import FigureWriter
 
@@ -40,13 +40,19 @@ figcaption { font-size: 13px; color: #444; } .files { color: #888; }
 def read_tables(results_dir: pathlib.Path) -> dict:
     """{table name: DataFrame} of every table of the run in a local results directory (the
     files its manifest lists; QueryError without a successful manifest)."""
-    return {name: pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
-            for name, files in table_files(str(results_dir)).items()}
+    tables = {}
+    for name, files in table_files(str(results_dir)).items():
+        try:
+            tables[name] = pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
+        except (pa.ArrowException, OSError) as e:
+            raise QueryError(f"table {name} of {results_dir}: {type(e).__name__}: {e}") \
+                from None
+    return tables
 
 
 def read_config(results_dir: pathlib.Path):
     """The RunConfig the run's manifest records."""
-    return run_config.parse_config(publish.require_manifest(str(results_dir))["config"])
+    return run_config.parse_config(manifests.require(str(results_dir))["config"])
 
 
 def _run_section(results_dir: pathlib.Path, config, tables: dict) -> str:
