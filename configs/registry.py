@@ -19,7 +19,13 @@ each parameter of the constructor (`__init__`):
 `bool` accepts true/false, 1/0, yes/no (any case); `int` accepts only whole numbers. A
 parameter the constructor does not take (and it has no ``**kwargs``), a required parameter
 missing from `params`, a value that does not convert, or a constructor that raises are
-config errors naming the parameter.
+config errors naming the parameter; a module or constructor that calls `sys.exit` is one
+naming `class_path`.
+
+While a run runs, what a plug-in returns is checked where the run uses it (placement
+policies: `policies.policy.CheckedPolicy`; peak predictors:
+`predictors.peak.registry.CheckedPredictor`): a bad value raises `PluginFailed`, which the
+pipeline reports as the run's failure.
 """
 
 import importlib
@@ -64,6 +70,11 @@ class Registry:
         return iter(self._entries)
 
 
+class PluginFailed(ValueError):
+    """A plug-in that returned a bad value, or raised, while the run ran; the message names
+    the plug-in, its class path and the value."""
+
+
 class PluginError(ValueError):
     """A plug-in that cannot be built; `field` is relative to the plug-in's message
     (``class_path`` or ``params["name"]``)."""
@@ -84,6 +95,8 @@ def load_class(class_path: str):
         raise PluginError("class_path", f"must be 'package.module:Class', got {class_path!r}")
     try:
         target = importlib.import_module(module_name)
+    except SystemExit as e:
+        raise PluginError("class_path", f"importing {module_name!r} {exit_text(e)}") from None
     except Exception as e:  # pylint: disable=broad-except
         raise PluginError("class_path", f"cannot import {module_name!r}: {e}") from None
     for part in attribute.split("."):
@@ -171,11 +184,26 @@ def build_plugin(class_path: str, params: Mapping[str, str],
     kwargs = plugin_kwargs(cls, params)
     try:
         return cls(**kwargs)
+    except SystemExit as e:
+        raise PluginError("class_path", f"{cls.__name__}({_call_text(kwargs)}) "
+                                        f"{exit_text(e)}") from None
     except Exception as e:  # pylint: disable=broad-except
         named = [n for n in kwargs if n in str(e)]
         field = f"params[{named[0]!r}]" if len(named) == 1 else "params"
-        raise PluginError(field, f"{cls.__name__}({_call_text(kwargs)}) raised "
-                                 f"{type(e).__name__}: {e}") from None
+        raise PluginError(field, f"{cls.__name__}({_call_text(kwargs)}) {raised_text(e)}"
+                          ) from None
+
+
+def exit_text(error: SystemExit) -> str:
+    """How a plug-in's SystemExit reads in a message: "called sys.exit(0)"."""
+    return "called sys.exit()" if error.code is None else f"called sys.exit({error.code!r})"
+
+
+def raised_text(error: BaseException) -> str:
+    """How an exception a plug-in raised reads in a message."""
+    if isinstance(error, SystemExit):
+        return exit_text(error)
+    return f"raised {type(error).__name__}: {error}"
 
 
 def _call_text(kwargs: Mapping[str, object]) -> str:

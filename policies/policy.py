@@ -2,6 +2,9 @@
 
 from typing import Callable, Sequence
 
+import numpy as np
+
+from configs.registry import PluginFailed, raised_text
 from policies.replay.pool import PoolState
 
 # schedule_timer(time_us, host): asks the replay to call `on_timer(host, time_us)` then.
@@ -58,3 +61,69 @@ class PlacementPolicy:
 
     def on_timer(self, host: int, now_us: int) -> None:
         """A timer set through `schedule_timer` fired (may be stale: check it)."""
+
+
+class CheckedPolicy:
+    """A plug-in policy whose `select` answers are checked against the pool it is bound to.
+
+    An answer must be -1 (no host fits) or the index of a host of the pool, an int or a
+    numpy integer, that is available (not being drained) and has room for the VM by the
+    pool's own accounting (`PoolState.fits`). A bad answer, or a `select` that raises,
+    raises PluginFailed naming `label` (the plug-in and its class path), the VM and the
+    answer. Everything else is the plug-in's own (attributes are read through).
+
+    Args:
+      policy: the plug-in's policy object.
+      label: how messages name it: "placement policy plug-in 'mine' (my_pkg.fit:Mine) on
+        pool 'a'".
+    """
+
+    def __init__(self, policy, label: str):
+        self.policy = policy
+        self.label = label
+        self._select = policy.select
+        self._pool = None
+
+    def __getattr__(self, name: str):
+        if name == "policy":  # not set yet (an object being copied)
+            raise AttributeError(name)
+        return getattr(self.policy, name)
+
+    def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
+        self._pool = pool
+        self.policy.bind(pool, schedule_timer, now_us)
+
+    def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
+        try:
+            host = self._select(vm, demand, exit_us, now_us)
+        except (Exception, SystemExit) as e:  # pylint: disable=broad-except
+            raise PluginFailed(f"{self.label}: select for VM {vm} {raised_text(e)}") from e
+        pool = self._pool
+        if type(host) is int and (host == -1 or (  # pylint: disable=unidiomatic-typecheck
+                0 <= host < pool.num_hosts and pool.available[host]
+                and pool.fits(host, demand))):
+            return host
+        return self._judged(vm, demand, host)
+
+    def _judged(self, vm: int, demand: Sequence[float], host) -> int:
+        """`host` as an int if it is a valid answer that is not an int (a numpy integer);
+        else raises PluginFailed saying what is wrong with it."""
+        pool = self._pool
+        if isinstance(host, bool) or not isinstance(host, (int, np.integer)):
+            problem = (f"select returned {host!r} ({type(host).__name__}) for VM {vm}, which "
+                       "is not a host index (an integer; -1 when no host fits)")
+        elif not -1 <= host < pool.num_hosts:
+            problem = (f"select returned host {host} for VM {vm}, which is not a host of the "
+                       f"pool (hosts 0 to {pool.num_hosts - 1}; -1 when no host fits)")
+        elif host == -1 or (pool.available[host] and pool.fits(host, demand)):
+            return int(host)
+        elif not pool.available[host]:
+            problem = (f"select returned host {host} for VM {vm}, which is being drained "
+                       "(not available for new VMs)")
+        else:
+            short = ", ".join(
+                f"{name} {free:g} free of {needed:g} needed" for name, free, needed
+                in zip(pool.spec.dimensions, pool.room[host], demand) if needed > free)
+            problem = (f"select returned host {host} for VM {vm}, which has no room for it "
+                       f"({short})")
+        raise PluginFailed(f"{self.label}: {problem}")

@@ -4,7 +4,8 @@ Each entry turns one `PeakPredictorConfig` choice (the oneof field of the same n
 `PeakPredictor` and checks its message field by field. The built-ins register here; `plugin`
 builds a class outside fleetcast by import path (configs/registry.py: typing rule). A plug-in
 predictor is any object with `predict(samples: MachineSamples) -> float64[T]`, scored like the
-built-ins (subclass `PeakPredictor` or `WarmupPeakPredictor` for the shared conventions).
+built-ins (subclass `PeakPredictor` or `WarmupPeakPredictor` for the shared conventions); its
+output is checked (`CheckedPredictor`).
 
     fortune_teller { name: "mine" predictor { plugin {
       class_path: "my_pkg.peaks:HalfLimit" params { key: "fraction" value: "0.5" } } } }
@@ -14,15 +15,19 @@ A builder is `build(message, context)`; `context.step_s` is the simulation step 
 """
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Optional
 
-from configs.registry import Registry, build_plugin, check_plugin
+import numpy as np
+
+from configs.registry import PluginFailed, Registry, build_plugin, check_plugin, raised_text
 from predictors.peak.arima_forecaster import ArimaForecaster
 from predictors.peak.avg_decorator import AvgDecorator
 from predictors.peak.borg_default import BorgDefaultPredictor
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
+from predictors.peak.machine_samples import MachineSamples
 from predictors.peak.max_decorator import MaxDecorator
 from predictors.peak.n_sigma import NSigmaPredictor
+from predictors.peak.peak_predictor import PeakPredictor
 from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
 from predictors.peak.rc_like import RcLikePredictor
 from predictors.peak.task_avg import AvgPredictor
@@ -148,9 +153,58 @@ PEAK_PREDICTORS.register("gaussian_process", PredictorEntry(
     build=lambda message, context: GaussianProcessForecaster(
         step_s=context.step_s, **forecaster_kwargs(message)),
     validate=_check_gaussian_process))
+
+
+class CheckedPredictor(PeakPredictor):
+    """A plug-in predictor whose output is checked on every machine: a numpy array of one
+    number per step (float64[T]; integers are taken as floats), each finite and >= 0, or NaN
+    where nothing is advertised. A bad output, or a `predict` that raises, raises
+    PluginFailed naming the class path and the first bad value.
+
+    Args:
+      predictor: the plug-in's predictor object.
+      class_path: its class path, for messages.
+    """
+
+    def __init__(self, predictor, class_path: str):
+        self.predictor = predictor
+        self.label = f"peak predictor plug-in {class_path}"
+
+    def predict(self, samples: MachineSamples) -> np.ndarray:
+        try:
+            output = self.predictor.predict(samples)
+        except (Exception, SystemExit) as e:  # pylint: disable=broad-except
+            raise PluginFailed(f"{self.label}: predict {raised_text(e)}") from e
+        problem = peaks_problem(output, samples)
+        if problem:
+            raise PluginFailed(f"{self.label}: predict returned {problem}")
+        return output.astype(np.float64, copy=False)
+
+
+def peaks_problem(output, samples: MachineSamples) -> Optional[str]:
+    """What is wrong with `output` as the advertised peaks of `samples`' steps, or None."""
+    num_steps = samples.num_steps
+    if not isinstance(output, np.ndarray):
+        return (f"{output!r:.80} ({type(output).__name__}), not a numpy array of "
+                f"{num_steps} peaks (one per step)")
+    if output.shape != (num_steps,):
+        got = f"{len(output)} values" if output.ndim == 1 else f"an array of shape {output.shape}"
+        return f"{got} for a machine of {num_steps} steps (one peak per step)"
+    if output.dtype.kind not in "iuf":
+        return f"an array of dtype {output.dtype}, not of numbers (float64)"
+    bad = np.isinf(output) | (output < 0)
+    if not bad.any():
+        return None
+    step = int(np.argmax(bad))
+    return (f"{float(output[step])!r} at step {step} of {num_steps} (time "
+            f"{int(samples.times[step])} µs): a peak is finite and >= 0, or NaN where "
+            "nothing is advertised")
+
+
 PEAK_PREDICTORS.register("plugin", PredictorEntry(
-    build=lambda message, context: build_plugin(message.class_path, dict(message.params),
-                                                PREDICTOR_METHODS),
+    build=lambda message, context: CheckedPredictor(
+        build_plugin(message.class_path, dict(message.params), PREDICTOR_METHODS),
+        message.class_path),
     validate=lambda check, message, field: check_plugin(check, message, field,
                                                         PREDICTOR_METHODS)))
 

@@ -148,7 +148,7 @@ class OvercommitStage(beam.PTransform):
                 | "CellMetrics" >> beam.Map(cell_metrics_table, oracle_name))
         summary = (
             (results[MACHINE_METRICS] | "MetricValues" >> beam.FlatMap(machine_metric_values),
-             cell | "KeyCellByPredictor" >> beam.Map(keyed_cell_table))
+             cell | "KeyCellByPredictor" >> beam.FlatMap(keyed_cell_table))
             | "FlattenSummaryInputs" >> beam.Flatten()
             | "GroupByPredictor" >> beam.GroupByKey()
             | "Summarize" >> beam.Map(summary_table, oracle_name))

@@ -157,7 +157,10 @@ def machine_metric_values(table: pa.Table):
 
 
 def keyed_cell_table(table: pa.Table):
-    return table.column("predictor")[0].as_py(), (CELL, table)
+    """(predictor, (CELL, table)) for a teller's cell metrics; nothing for a teller scored at
+    no time (NaN everywhere: nothing advertised), whose summary then counts no cell value."""
+    if table.num_rows:
+        yield table.column("predictor")[0].as_py(), (CELL, table)
 
 
 def _exact_mean(values: np.ndarray) -> float:

@@ -11,17 +11,21 @@ one machine's samples (grouped once per machine), and scored against the first o
 - Missing windows: a task missing at a step starts a new run (warm-up and history start over,
   as in the reference); steps where no task has a sample do not exist for the machine.
 - A machine with a single task is a machine like any other.
+- A plug-in predictor's output is checked (`CheckedPredictor`): a bad one fails the run naming
+  the teller, the machine, the plug-in's class path and the value.
 """
 
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from configs.registry import PluginFailed
 from pipelines import progress, schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, SplitByTag
+from pipelines.io.failures import RunFailed
 from pipelines.stages.overcommit.steps import rejected_rows, step_counts
 from predictors.peak.machine_samples import MachineSamples
 from predictors.peak.overcommit_metrics import (
@@ -112,10 +116,18 @@ class FortuneTellers:
         oracles = [t.name for t in tellers if t.WhichOneof("teller") == "oracle"]
         self.scoring_oracle = oracles[0] if oracles else None
 
-    def predict(self, samples: MachineSamples) -> Dict[str, np.ndarray]:
-        """{teller name: float64[T]} for one machine."""
-        return {name: predictor.predict(samples)
-                for name, predictor in zip(self.names, self.predictors)}
+    def predict(self, samples: MachineSamples,
+                machine_id: Optional[int] = None) -> Dict[str, np.ndarray]:
+        """{teller name: float64[T]} for one machine; a plug-in's failure raises RunFailed
+        naming the teller (and `machine_id`, if given)."""
+        predictions = {}
+        for name, predictor in zip(self.names, self.predictors):
+            try:
+                predictions[name] = predictor.predict(samples)
+            except PluginFailed as e:
+                machine = "" if machine_id is None else f" on machine {machine_id}"
+                raise RunFailed(f"fortune teller {name!r}{machine}: {e}") from None
+        return predictions
 
 
 class MachineResult(NamedTuple):
@@ -129,7 +141,7 @@ class MachineResult(NamedTuple):
 def evaluate_machine(machine_id: int, samples: MachineSamples,
                      tellers: FortuneTellers) -> MachineResult:
     """Runs every teller on one machine and scores it against the scoring oracle."""
-    predictions = tellers.predict(samples)
+    predictions = tellers.predict(samples, machine_id)
     num_steps = samples.num_steps
     usage, limit = total_usage(samples), total_limit(samples)
     oracle = (predictions[tellers.scoring_oracle] if tellers.scoring_oracle

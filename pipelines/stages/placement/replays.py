@@ -11,10 +11,13 @@ import numpy as np
 import pyarrow as pa
 
 from configs import fleetcast_pb2
+from configs.registry import PluginFailed
 from pipelines import progress, schemas
+from pipelines.io.failures import RunFailed
 from pipelines.io.publish import staged_path
 from pipelines.stages.placement.pools import PoolInput, pool_seed
 from policies.lars import Lars, replay_drains
+from policies.policy import CheckedPolicy
 from policies.registry import PLACEMENT_POLICIES, build_policy_plugin
 from policies.replay.lifetime_source import (
     ClassifierLifetimes,
@@ -153,12 +156,27 @@ def replay_specs(config) -> List[ReplaySpec]:
     return specs
 
 
+def policy_plugin(name: str, config):
+    """The PolicyPlugin message named `name` in `config`, or None for a registered policy."""
+    return next((plugin for plugin in config.policy_plugin if plugin.name == name), None)
+
+
 def make_policy(name: str, config):
     """The placement policy object named `name`: a registered policy or a plug-in."""
-    for plugin in config.policy_plugin:
-        if plugin.name == name:
-            return build_policy_plugin(plugin)
+    plugin = policy_plugin(name, config)
+    if plugin is not None:
+        return build_policy_plugin(plugin)
     return PLACEMENT_POLICIES[name].build(config)
+
+
+def checked_if_plugin(policy, name: str, config, pool: str):
+    """`policy` as replayed: a plug-in's `select` answers checked (`CheckedPolicy`), a
+    registered policy as it is."""
+    plugin = policy_plugin(name, config)
+    if plugin is None:
+        return policy
+    return CheckedPolicy(policy, f"placement policy plug-in {plugin.name!r} "
+                                 f"({plugin.class_path}) on pool {pool!r}")
 
 
 # Cost ranks of replays (higher: longer), from the replay times of
@@ -411,11 +429,15 @@ def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, conf
     if spec.lifetimes.kind == LAVA_CLASSES:
         policy = policy.with_vm_classes(lava_vm_classes(pool_input, model_tables, staged_dirs,
                                                         model_sources))
-    result = simulate(
-        pool_input.trace, pool_input.spec, policy,
-        lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs,
-                        model_sources),
-        lars=defragmenter, progress=state, **simulate_options(pool_input, config))
+    policy = checked_if_plugin(policy, spec.policy, config, pool_input.pool)
+    try:
+        result = simulate(
+            pool_input.trace, pool_input.spec, policy,
+            lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs,
+                            model_sources),
+            lars=defragmenter, progress=state, **simulate_options(pool_input, config))
+    except PluginFailed as e:
+        raise RunFailed(str(e)) from None
     for lifetimes in (spec.lifetimes, *spec.also_for):
         yield from _outputs(pool_input, dataclasses.replace(spec, lifetimes=lifetimes),
                             result, defragmenter, config)
