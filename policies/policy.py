@@ -64,16 +64,17 @@ class PlacementPolicy:
 
 
 class CheckedPolicy:
-    """A plug-in policy whose `select` answers are checked against the pool it is bound to.
+    """A plug-in policy whose `select` answers are checked against the pool it is bound to,
+    and whose every callback's exception names it.
 
     An answer must be -1 (no host fits) or the index of a host of the pool, an int or a
     numpy integer, that is available (not being drained) and has room for the VM by the
-    pool's own accounting (`PoolState.fits`). A bad answer, or a `select` that raises,
-    raises PluginFailed naming `label` (the plug-in and its class path), the VM and the
-    answer. Everything else is the plug-in's own (attributes are read through).
+    pool's own accounting (`PoolState.fits`). A bad answer, or a callback that raises,
+    raises PluginFailed naming `label` (the plug-in and its class path), the call and the
+    answer. Attributes (`name`, `one_shot`, ...) are read through.
 
     Args:
-      policy: the plug-in's policy object.
+      policy: the plug-in's policy object (a PlacementPolicy).
       label: how messages name it: "placement policy plug-in 'mine' (my_pkg.fit:Mine) on
         pool 'a'".
     """
@@ -89,9 +90,30 @@ class CheckedPolicy:
             raise AttributeError(name)
         return getattr(self.policy, name)
 
+    def _call(self, method: str, *args):
+        try:
+            return getattr(self.policy, method)(*args)
+        except (Exception, SystemExit) as e:  # pylint: disable=broad-except
+            raise PluginFailed(f"{self.label}: {method}{args!r:.200} {raised_text(e)}") from e
+
     def bind(self, pool: PoolState, schedule_timer: ScheduleTimer, now_us: int) -> None:
         self._pool = pool
-        self.policy.bind(pool, schedule_timer, now_us)
+        self._call("bind", pool, schedule_timer, now_us)
+
+    def update(self, host: int, now_us: int) -> None:
+        self._call("update", host, now_us)
+
+    def exits_changed(self, hosts: Sequence[int], now_us: int) -> None:
+        self._call("exits_changed", hosts, now_us)
+
+    def placed(self, vm: int, host: int, now_us: int) -> None:
+        self._call("placed", vm, host, now_us)
+
+    def removed(self, vm: int, host: int, now_us: int) -> None:
+        self._call("removed", vm, host, now_us)
+
+    def on_timer(self, host: int, now_us: int) -> None:
+        self._call("on_timer", host, now_us)
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
         try:

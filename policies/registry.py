@@ -13,12 +13,13 @@ params } }` (configs/registry.py: typing rule) and replay like the built-ins: a
 import dataclasses
 from typing import Callable
 
-from configs.registry import Registry, build_plugin, check_plugin
+from configs.registry import PluginError, Registry, build_plugin, check_plugin, load_class
 from policies.best_fit import BestFit
 from policies.class_first_fit import ClassFirstFit
 from policies.la import LA_MULTI_CLASS_THRESHOLDS_S, LifetimeAlignment
 from policies.lava import Lava
 from policies.nilas import Nilas
+from policies.policy import PlacementPolicy
 from policies.quantized_best_fit import QuantizedBestFit
 
 # The interface a plug-in policy must have: a policies.policy.PlacementPolicy subclass has
@@ -102,7 +103,12 @@ PLACEMENT_POLICIES.register("class_first_fit", PolicyEntry(
 
 
 def build_policy_plugin(plugin):
-    """The policy of a PlacementConfig.PolicyPlugin message; raises PluginError."""
+    """The policy of a PlacementConfig.PolicyPlugin message; raises PluginError, also for a
+    class that is not a PlacementPolicy (the replay reads its attributes and defaults)."""
+    cls = load_class(plugin.class_path)
+    if not issubclass(cls, PlacementPolicy):
+        raise PluginError("class_path", f"{plugin.class_path} is not a subclass of "
+                                        "policies.policy.PlacementPolicy")
     return build_plugin(plugin.class_path, dict(plugin.params), POLICY_METHODS)
 
 
@@ -111,4 +117,4 @@ def check_policy_plugin(check, plugin, field: str):
     check.require(bool(plugin.name), f"{field}.name", "is required")
     check.require(plugin.name not in PLACEMENT_POLICIES, f"{field}.name",
                   f"{plugin.name!r} is a built-in policy's name")
-    check_plugin(check, plugin, field, POLICY_METHODS)
+    check_plugin(check, plugin, field, build=lambda *_: build_policy_plugin(plugin))

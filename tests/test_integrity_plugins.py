@@ -52,6 +52,28 @@ class NumpyWorstFit(WorstFit):
 class ExitsWhenBuilt(Fixed):
     def __init__(self, answer=0):
         sys.exit(0)
+
+
+class FailsToIndex(WorstFit):
+    """WorstFit whose index update fails once VMs are placed."""
+
+    def update(self, host, now_us):
+        raise KeyError(host)
+
+
+class Duck:
+    """Every method of a policy, but not a PlacementPolicy (no one_shot, exits_changed)."""
+
+    def bind(self, pool, schedule_timer, now_us):
+        pass
+
+    def select(self, vm, demand, exit_us, now_us):
+        return -1
+
+    def update(self, host, now_us):
+        pass
+
+    placed = removed = on_timer = None
 '''
 
 PEAKS = '''
@@ -166,6 +188,24 @@ def test_no_host_fits_is_minus_one_and_numpy_integers_are_hosts(plugin_path, tmp
     columns = ["placed_vms", "failed_vms", "empty_hosts_pct", "packing_density_pct"]
     assert summary.loc["numpy_worst_fit", columns].tolist() \
         == summary.loc["worst_fit", columns].tolist()
+
+
+def test_a_failing_callback_of_a_policy_fails_the_run_naming_it(plugin_path, tmp_path):
+    plugin = "policy_plugin { name: 'fails' class_path: 'bad_pkg.fit:FailsToIndex' }"
+    result = fleetcast(tmp_path, plugin_path, "run", PLACEMENT % plugin)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert last_line(result) == (
+        "fleetcast: run failed: placement policy plug-in 'fails' (bad_pkg.fit:FailsToIndex) "
+        "on pool 'cell': placed(0, 1, 0) raised KeyError: 1")
+
+
+def test_a_policy_that_is_not_a_placement_policy_is_a_config_error(plugin_path, tmp_path):
+    plugin = "policy_plugin { name: 'duck' class_path: 'bad_pkg.fit:Duck' }"
+    for command in ("validate", "run"):
+        result = fleetcast(tmp_path, plugin_path, command, PLACEMENT % plugin)
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert "placement.policy_plugin[0].class_path: bad_pkg.fit:Duck is not a subclass of " \
+            "policies.policy.PlacementPolicy" in result.stderr
 
 
 OVERCOMMIT = """
