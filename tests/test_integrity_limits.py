@@ -209,6 +209,18 @@ def test_forecasts_larger_than_the_bound_fail_naming_the_interval(tmp_path, caps
         "12 - 1 steps of 32 bytes), more than 1 kB: shorten the interval\n")
 
 
+def test_a_lifetime_cap_longer_than_the_trace_fails_naming_the_field(tmp_path, capsys):
+    config = tmp_path / "lifetime.textproto"
+    config.write_text('name: "lt" synthetic { machines: 2 days: 0.5 } '
+                      "lifetime_model { lifetime_cap_s: 2592000 num_trees: 5 }\n")
+    assert cli.main(["run", str(config), "--output_dir", str(tmp_path / "out"), "-q"]) == (
+        cli.EXIT_RUN_FAILED)
+    assert capsys.readouterr().err.endswith(
+        "fleetcast: run failed: lifetime_model.lifetime_cap_s: no training instance started "
+        "lifetime_cap_s (2592000 s) before the split at 30492180310 µs, so no label is known; "
+        "lower lifetime_cap_s or raise train_fraction\n")
+
+
 def test_a_replay_with_too_many_samples_fails_naming_the_sample_period(tmp_path, capsys):
     config = _azure_config(tmp_path, "placement { policy: BEST_FIT lifetime_source { oracle: "
                            "true } host_shape { cpu: 8 memory: 16 } sample_period_s: 1 "
