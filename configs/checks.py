@@ -10,13 +10,73 @@ import math
 import re
 from typing import Callable, Optional
 
-# Sane upper bounds of numeric fields, by field name, wherever the field is: a value past
-# one is a typo (num_shards: 1000000 makes a million files per table) or a unit mistake.
+from configs.units import DAY_S, US_PER_S
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """The largest value a numeric field may take, and why: `maximum` in `unit`, `why` one
+    clause for the message. `bytes_each` (optional) is the memory one unit of the value
+    costs; the message then says how much the value given would need."""
+
+    maximum: float
+    unit: str
+    why: str
+    bytes_each: float = 0.0
+
+    def problem(self, value) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        text = f"must be at most {number(self.maximum)}{unit}: {self.why}"
+        if self.bytes_each:
+            return f"{text}, so {number(value)} would need ~{size(value * self.bytes_each)}"
+        return f"{text}; got {value}"
+
+
+def number(value) -> str:
+    """`value` with thousands separators (an integer without decimals)."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
+
+
+def size(num_bytes: float) -> str:
+    """A memory size in decimal units (bytes, kB, MB, ..., PB), three digits."""
+    units = ("bytes", "kB", "MB", "GB", "TB", "PB")
+    power = min(int(math.log10(max(num_bytes, 1))) // 3, len(units) - 1)
+    return f"{num_bytes / 1000 ** power:.3g} {units[power]}"
+
+
+# Durations in seconds (`_s` fields): longer than any trace (the public ones span a month),
+# and small enough that one in µs added to trace times stays far inside int64.
+MAX_DURATION = Limit(10 * 365 * DAY_S, "s (10 years)",
+                     "longer than any trace; in µs, added to trace times, it must fit an int64")
+# Trace times (`_us` fields) within ten years of the trace start: sums of them and of
+# durations in µs stay within int64.
+MAX_TRACE_TIME_US = int(MAX_DURATION.maximum) * US_PER_S
+# A week of 5-minute samples (or steps).
+WEEK_OF_SAMPLES = 7 * DAY_S // 300
+
+# Upper bounds of numeric fields, by field name, wherever the field is: the shards of the
+# sources, stages and output, and the peak predictors' knobs (predictors/peak/registry.py
+# checks those through `positive`).
 UPPER_BOUNDS = {
-    "num_shards": 10_000,
-    "days": 3_650,         # synthetic trace length
-    "machines": 100_000,   # synthetic cell (generated in memory)
-    "phi": 1.0,            # borg-default: phi = 1 is no overcommit
+    # A shard is a Beam element, and in the output a file per table.
+    "num_shards": Limit(10_000, "shards",
+                        "a shard is a Beam element and, in the output, a file per table"),
+    # phi * limit: above 1 a machine would advertise more than its tasks' limits.
+    "phi": Limit(1.0, "", "phi = 1 is no overcommit"),
+    # A predictor's history is a float64 window per step (or per task sample).
+    "num_history_samples": Limit(
+        WEEK_OF_SAMPLES, "samples (a week of 5-minute samples)",
+        "a predictor keeps a float64 window of this many values per step or task sample"),
+    # A task counts at its full limit until it has min_num_samples samples.
+    "min_num_samples": Limit(WEEK_OF_SAMPLES, "samples (a week of 5-minute samples)",
+                             "until then a task counts at its full limit"),
+    # An ARIMA refit forecasts refit_every_steps steps at once.
+    "refit_every_steps": Limit(WEEK_OF_SAMPLES, "steps (a week of 5-minute steps)",
+                               "a refit forecasts this many steps at once"),
+    # ARIMA orders (p, d, q): statsmodels' state-space fit holds matrices of about
+    # (p + d + q)^2 values per sample (p = 100,000 asks for 75 GB).
+    **{name: Limit(48, "", "4 hours of 5-minute lags; an ARIMA fit holds matrices of about "
+                   "(p + d + q)^2 values per sample") for name in ("p", "d", "q")},
 }
 
 # BigQuery naming rules (cloud.google.com/bigquery/docs/datasets, .../tables, and
@@ -71,17 +131,37 @@ class Checker:
         if not condition:
             self.fail(field, reason)
 
-    def positive(self, message, name: str, field: str, allow_zero=False, maximum=None):
+    def positive(self, message, name: str, field: str, allow_zero=False,
+                 maximum: Optional[Limit] = None):
         """A finite number > 0 (>= 0 with `allow_zero`), at most `maximum` (default: the
         field name's UPPER_BOUNDS entry)."""
         value = getattr(message, name)
-        maximum = UPPER_BOUNDS.get(name) if maximum is None else maximum
         if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
             finite = "" if math.isfinite(value) else "finite and "
             self.fail(f"{field}.{name}",
                       f"must be {finite}{'>= 0' if allow_zero else '> 0'}, got {value}")
-        elif maximum is not None and value > maximum:
-            self.fail(f"{field}.{name}", f"must be at most {maximum:g}, got {value}")
+        else:
+            self.at_most(message, name, field, maximum)
+
+    def at_most(self, message, name: str, field: str, maximum: Optional[Limit] = None):
+        """A number at most `maximum` (default: the field name's UPPER_BOUNDS entry, if
+        any); the message says why."""
+        value = getattr(message, name)
+        maximum = UPPER_BOUNDS.get(name) if maximum is None else maximum
+        if maximum is not None:
+            self.require(value <= maximum.maximum, f"{field}.{name}", maximum.problem(value))
+
+    def duration(self, message, name: str, field: str, allow_zero=False):
+        """A duration in seconds: finite, > 0 (>= 0 with `allow_zero`), at most
+        MAX_DURATION."""
+        self.positive(message, name, field, allow_zero, MAX_DURATION)
+
+    def trace_time(self, message, name: str, field: str):
+        """A trace time in µs, set or not: within MAX_TRACE_TIME_US of the trace start."""
+        value = getattr(message, name)
+        self.require(abs(value) <= MAX_TRACE_TIME_US, f"{field}.{name}",
+                     f"must be within {number(MAX_TRACE_TIME_US)} µs (10 years) of the trace "
+                     f"start (times are µs; sums of them must stay within int64); got {value}")
 
     def fraction(self, message, name: str, field: str, upper: float = 1.0):
         value = getattr(message, name)
@@ -104,18 +184,27 @@ class Checker:
         which = message.WhichOneof("location")
         if which is None:
             self.fail(field, "names neither parquet nor bigquery_table")
-        elif which == "bigquery_table":
+        elif which == "parquet":
+            self.require(bool(message.parquet.strip()), f"{field}.parquet",
+                         "is empty: give a Parquet dataset directory (local or gs://)")
+        else:
             self.bigquery_table(message.bigquery_table, f"{field}.bigquery_table")
 
     def bigquery_table(self, value: str, field: str):
-        self.require(BIGQUERY_TABLE.match(value) is not None, field,
-                     "must be 'dataset.table' or 'project:dataset.table' by BigQuery's "
-                     f"naming rules, got {value!r}")
+        if not value.strip():
+            self.fail(field, "is empty: give 'dataset.table' or 'project:dataset.table'")
+        else:
+            self.require(BIGQUERY_TABLE.match(value) is not None, field,
+                         "must be 'dataset.table' or 'project:dataset.table' by BigQuery's "
+                         f"naming rules, got {value!r}")
 
     def bigquery_dataset(self, value: str, field: str):
-        self.require(BIGQUERY_DATASET.match(value) is not None, field,
-                     "must be 'dataset' or 'project:dataset' by BigQuery's naming rules, "
-                     f"got {value!r}")
+        if not value.strip():
+            self.fail(field, "is empty: give 'dataset' or 'project:dataset'")
+        else:
+            self.require(BIGQUERY_DATASET.match(value) is not None, field,
+                         "must be 'dataset' or 'project:dataset' by BigQuery's naming rules, "
+                         f"got {value!r}")
 
     def load_or_write(self, message, field: str):
         """A LoadOrWrite: a loaded table must exist (with check_inputs)."""
@@ -123,6 +212,8 @@ class Checker:
         if which is None:
             self.fail(field, "names neither input nor output")
             return
-        self.location(getattr(message, which), f"{field}.{which}")
-        if which == "input" and message.input.WhichOneof("location") == "parquet":
-            self.path_exists(message.input.parquet.rstrip("/") + "/*", f"{field}.input.parquet")
+        location = getattr(message, which)
+        self.location(location, f"{field}.{which}")
+        parquet = location.parquet if location.WhichOneof("location") == "parquet" else ""
+        if which == "input" and parquet.strip():
+            self.path_exists(parquet.rstrip("/") + "/*", f"{field}.input.parquet")

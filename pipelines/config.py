@@ -121,6 +121,10 @@ def _validate_output(check, output):
     check.positive(output, "num_shards", "output")
     if output.WhichOneof("sink") == "bigquery_dataset":
         check.bigquery_dataset(output.bigquery_dataset, "output.bigquery_dataset")
+    elif output.WhichOneof("sink") == "parquet_dir":
+        check.require(bool(output.parquet_dir.strip()), "output.parquet_dir",
+                      "is empty: give a directory (local or gs://), or leave it unset for "
+                      "--output_dir")
 
 
 # A run's name is the default output directory results/<name>: one plain directory name.

@@ -306,7 +306,8 @@ def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config
     """Publishes a finished run's staged tables (BigQuery ones first) with its manifest,
     unless a source table had every row rejected: then the run fails and its tables are
     kept aside (or, with `output.allow_all_rows_rejected`, it is published with a
-    warning)."""
+    warning). An overcommit filter that kept no usage window is published with a
+    warning."""
     if "source_counts" in tables:
         problem = all_rejected(
             _staged_table(area, publisher, output, "source_counts"),
@@ -319,6 +320,13 @@ def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config
             where = output.parquet_dir or f"BigQuery dataset {output.bigquery_dataset}"
             raise RunFailed(f"{problem}; nothing was published ({where} keeps its previous "
                             f"results); this run's tables, dead letters included, are in {kept}")
+    if "overcommit_counts" in tables:
+        from pipelines.stages.overcommit.steps import filter_kept_nothing
+        warning = filter_kept_nothing(
+            _staged_table(area, publisher, output, "overcommit_counts"),
+            config.overcommit.filter)
+        if warning:
+            _LOG.warning("%s", warning)
     run_fields = dict(name=config.name or None, config=text_format.MessageToString(config),
                       fleetcast_version=fleetcast_version(), started_at=started_at)
     try:

@@ -19,12 +19,16 @@ ORACLE = 'fortune_teller { name: "oracle" oracle {} }'
      "with '.'), so results/<name> stays under results/: got '..'"),
     ('name: "demo-2.v1" synthetic {}', None),
     ("synthetic {} output { num_shards: 1000000 }",
-     "output.num_shards: must be at most 10000, got 1000000"),
+     "output.num_shards: must be at most 10,000 shards: a shard is a Beam element and, in "
+     "the output, a file per table; got 1000000"),
     ("synthetic { days: inf }", "synthetic.days: must be finite and > 0, got inf"),
     ("synthetic { days: nan }", "synthetic.days: must be finite and > 0, got nan"),
-    ("synthetic { days: 100000 }", "synthetic.days: must be at most 3650, got 100000.0"),
+    ("synthetic { days: 100000 }",
+     "synthetic.days: must be at most 3,650 days (10 years): longer than any trace; got "
+     "100000.0"),
     ("synthetic { machines: 10000000 }",
-     "synthetic.machines: must be at most 100000, got 10000000"),
+     "synthetic.machines: must be at most 100,000 machines: 8 x a Google 2019 cell; got "
+     "10000000"),
     ("synthetic { seed: -1 }", "synthetic.seed: must be >= 0, got -1"),
     ("synthetic { arrival_rate_per_machine_hour: inf }",
      "synthetic.arrival_rate_per_machine_hour: must be finite and > 0, got inf"),
@@ -34,7 +38,8 @@ ORACLE = 'fortune_teller { name: "oracle" oracle {} }'
      "got inf"),
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true }} {ORACLE} fortune_teller {{ "
      "name: 'b' predictor { borg_default { phi: 2 } } } }",
-     "overcommit.fortune_teller[1].predictor.borg_default.phi: must be at most 1, got 2.0"),
+     "overcommit.fortune_teller[1].predictor.borg_default.phi: must be at most 1: phi = 1 is "
+     "no overcommit; got 2.0"),
     ('synthetic {} output { bigquery_dataset: "proj:my data; DROP TABLE x" }',
      "output.bigquery_dataset: must be 'dataset' or 'project:dataset' by BigQuery's naming "
      "rules, got 'proj:my data; DROP TABLE x'"),

@@ -95,7 +95,7 @@ def _problems(text):
 def test_validation_names_the_field():
     assert _problems(SHAPING) == []
     problems = _problems(SHAPING.replace("k1: 0.5", "k1: -0.1"))
-    assert problems == ["shaping.k1[1]: must be >= 0, got -0.1"]
+    assert problems == ["shaping.k1[1]: must be finite and >= 0, got -0.1"]
     problems = _problems(SHAPING.replace("policy: BASELINE", "policy: POLICY_UNSPECIFIED"))
     assert problems == ["shaping.policy[0]: unknown shaping policy 'policy_unspecified'; "
                         "known: baseline, optimistic, pessimistic"]

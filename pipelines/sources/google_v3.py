@@ -530,11 +530,19 @@ class ReadGoogleV3(beam.PTransform):
                 "dead_letters": dead_letters, "counts": all_counts}
 
 
+# What each TableInput choice must hold, for the message of an empty one.
+_TABLE_INPUT_CONTENTS = {"path": "a file pattern (local or gs://)",
+                         "bigquery_table": "'dataset.table' or 'project:dataset.table'",
+                         "bigquery_query": "a SQL query"}
+
+
 def _validate_table_input(check, message, field: str, required: bool):
     which = message.WhichOneof("input")
     if which is None:
         if required:
             check.fail(field, "is required (path, bigquery_table or bigquery_query)")
+    elif not getattr(message, which).strip():
+        check.fail(f"{field}.{which}", f"is empty: give {_TABLE_INPUT_CONTENTS[which]}")
     elif which == "path":
         check.path_exists(message.path, f"{field}.path")
     elif which == "bigquery_table":

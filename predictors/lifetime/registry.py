@@ -16,6 +16,7 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import pandas as pd
 
+from configs.checks import Limit
 from configs.registry import Registry
 # LAVA's class edges, for the LAVA class classifiers (policies/ is plain Python).
 from policies.lava import LAVA_CLASS_BOUNDS_S
@@ -81,12 +82,28 @@ class LifetimeModelEntry:
 LIFETIME_MODELS = Registry("lifetime model")
 
 
+# Upper bounds of the LightGBM knobs, by field name (paper 001 App. B trains 2,000 trees).
+LIGHTGBM_LIMITS = {
+    "num_trees": Limit(100_000, "trees", "50 x the paper's 2,000; every tree is in the "
+                       "model file and in every prediction"),
+    "num_leaves": Limit(131_072, "leaves", "LightGBM's own limit"),
+    "min_data_in_leaf": Limit(2 ** 31 - 1, "rows", "LightGBM reads it as a 32-bit integer"),
+    "num_threads": Limit(1_024, "threads", "more than any machine's cores"),
+    "early_stopping_rounds": Limit(100_000, "rounds", "a longer patience than the most trees "
+                                   "never stops"),
+}
+# The uptime feature's bins are the intervals of a VM's lifetime curve in placement replays.
+MAX_UPTIME_BINS = Limit(1_024, "bins", "a VM's lifetime curve in a placement replay has "
+                        "up to this many intervals")
+
+
 def check_lightgbm(check, config, field: str):
     """The LightGBM knobs and the encoder's feature names (uptime models, LA classifier)."""
     for name in ("num_trees", "num_leaves", "min_data_in_leaf", "learning_rate",
                  "num_threads"):
-        check.positive(config, name, field)
-    check.positive(config, "early_stopping_rounds", field, allow_zero=True)
+        check.positive(config, name, field, maximum=LIGHTGBM_LIMITS.get(name))
+    check.positive(config, "early_stopping_rounds", field, allow_zero=True,
+                   maximum=LIGHTGBM_LIMITS["early_stopping_rounds"])
     check.require(0 <= config.validation_fraction < 1, f"{field}.validation_fraction",
                   f"must be in [0, 1), got {config.validation_fraction}")
     check.require(config.num_leaves >= 2, f"{field}.num_leaves",
@@ -111,6 +128,7 @@ def lightgbm_kwargs(config) -> dict:
 def _check_uptime(check, config, field: str):
     check.require(config.uptime_max_bin >= 2, f"{field}.uptime_max_bin",
                   f"must be >= 2, got {config.uptime_max_bin}")
+    check.at_most(config, "uptime_max_bin", field, MAX_UPTIME_BINS)
 
 
 def _register_uptime(name: str, use_uptime: bool, enabled: Callable, rows_fit_on: Callable,
@@ -168,7 +186,7 @@ LIFETIME_MODELS.register("kaplan_meier", LifetimeModelEntry(
 
 
 def _check_la_classifier(check, config, field: str):
-    check.positive(config, "la_threshold_s", field)
+    check.duration(config, "la_threshold_s", field)
     check.fraction(config, "la_target_recall", field)
     check.fraction(config, "la_decision_probability", field)
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from pipelines import progress, schemas
 from pipelines.io import sharding
+from pipelines.io.failures import RunFailed
 from pipelines.stages.lifetime.examples import (
     examples_of,
     partition_instances,
@@ -188,7 +189,8 @@ def train_and_evaluate(element, config, model_dir: ModelDir):
     """(key, all instance tables) → (table name, Arrow table) pairs of TRAINING_TABLES.
 
     Raises:
-      ValueError: no instance to train on or to test on, with the split that caused it.
+      RunFailed: no instance to train on or to test on, naming the field whose split or cap
+        caused it.
     """
     _, tables = element
     # In a fixed order: runners deliver the tables in any order, and LightGBM's histogram
@@ -197,22 +199,23 @@ def train_and_evaluate(element, config, model_dir: ModelDir):
         [("start_time", "ascending"), ("instance_id", "ascending")])
     parts = partition_instances(instances.to_pandas(), config.trace_start_us)
     if not len(parts.used):
-        raise ValueError(f"lifetime stage: no usable instance ({instances.num_rows} read, "
-                         f"{len(parts.rejected)} rejected, {len(parts.before_trace)} started "
-                         "before the trace)")
+        raise RunFailed(f"lifetime stage: no usable instance ({instances.num_rows} read, "
+                        f"{len(parts.rejected)} rejected, {len(parts.before_trace)} started "
+                        "before the trace)")
     split = split_instances(parts.used, config, trace_span(instances, config.trace_start_us))
+    split_field = "split_time_us" if config.HasField("split_time_us") else "train_fraction"
     for name, part in (("training", split.train), ("test", split.test)):
         if not len(part):
-            raise ValueError(f"lifetime stage: no {name} instance with the split at "
-                             f"{split.split_time_us} µs (instances start from "
-                             f"{parts.used['start_time'].min()} µs to "
-                             f"{parts.used['start_time'].max()} µs); change train_fraction "
-                             "or split_time_us")
+            raise RunFailed(f"lifetime_model.{split_field}: no {name} instance with the split "
+                            f"at {split.split_time_us} µs (instances start from "
+                            f"{parts.used['start_time'].min()} µs to "
+                            f"{parts.used['start_time'].max()} µs); change train_fraction "
+                            "or split_time_us")
     if not len(regression_instances(split, config)):
-        raise ValueError(f"lifetime stage: no training instance started lifetime_cap_s "
-                         f"({config.lifetime_cap_s} s) before the split at "
-                         f"{split.split_time_us} µs, so no label is known; lower "
-                         "lifetime_cap_s or raise train_fraction")
+        raise RunFailed(f"lifetime_model.lifetime_cap_s: no training instance started "
+                        f"lifetime_cap_s ({config.lifetime_cap_s} s) before the split at "
+                        f"{split.split_time_us} µs, so no label is known; lower "
+                        "lifetime_cap_s or raise train_fraction")
     fitted = fit_models(split, config)
     model_rows = [save_model(name, f, model_dir, split.split_time_us)
                   for name, f in fitted.items()]

@@ -1,20 +1,37 @@
 """Validation of the lifetime stage's config (LifetimeModelConfig), by field path."""
 
+import math
 
-
+from configs.checks import MAX_DURATION, Limit
 from predictors.lifetime.registry import (
     validate_models,
 )
+
+# Each instance gives this many training examples (a row of every feature) per age or
+# fraction: 100 makes the examples 100 times the instances.
+MAX_EXAMPLES_PER_INSTANCE = Limit(100, "examples per instance",
+                                  "the training examples are this many times the instances")
+# Each quantile repredicts every finished test instance once.
+MAX_UPTIME_QUANTILES = Limit(1_000, "quantiles",
+                             "each repredicts every finished test instance once")
 
 
 def validate_config(check, config, field: str = "lifetime_model"):
     """Checks a LifetimeModelConfig, reporting through `check` (configs/checks.py) under
     `field`: the stage's own fields (examples, split, evaluation) here, each model's fields
     through its registry entry (`validate_models`)."""
-    for name in ("lifetime_cap_s", "min_category_count", "uptime_examples_per_instance",
-                 "min_remaining_s", "long_lived_threshold_s", "long_lived_decision_s",
-                 "num_uptime_quantiles", "num_shards"):
-        check.positive(config, name, field)
+    for name in ("lifetime_cap_s", "min_remaining_s", "long_lived_threshold_s",
+                 "long_lived_decision_s"):
+        check.duration(config, name, field)
+    check.positive(config, "min_category_count", field)
+    check.positive(config, "uptime_examples_per_instance", field,
+                   maximum=MAX_EXAMPLES_PER_INSTANCE)
+    check.positive(config, "num_uptime_quantiles", field, maximum=MAX_UPTIME_QUANTILES)
+    check.positive(config, "num_shards", field)
+    for name in ("split_time_us", "trace_start_us"):
+        check.trace_time(config, name, field)
+    check.require(math.isfinite(config.time_origin_s), f"{field}.time_origin_s",
+                  f"must be finite, got {config.time_origin_s}")
     check.require(0 < config.train_fraction < 1, f"{field}.train_fraction",
                   f"must be in (0, 1), got {config.train_fraction}")
     check.require(config.min_remaining_s <= config.lifetime_cap_s, f"{field}.min_remaining_s",
@@ -22,9 +39,13 @@ def validate_config(check, config, field: str = "lifetime_model"):
                   f"{config.min_remaining_s}")
     check.require(config.augmentation != config.AUGMENTATION_UNSPECIFIED,
                   f"{field}.augmentation", "must be ABSOLUTE_AGES or LIFETIME_FRACTIONS")
+    check.require(len(config.uptime_age_s) <= MAX_EXAMPLES_PER_INSTANCE.maximum,
+                  f"{field}.uptime_age_s", f"must hold at most "
+                  f"{MAX_EXAMPLES_PER_INSTANCE.maximum:,} ages (each gives an example of every "
+                  f"instance alive then), got {len(config.uptime_age_s):,}")
     for i, age_s in enumerate(config.uptime_age_s):
-        check.require(0 <= age_s < float("inf"), f"{field}.uptime_age_s[{i}]",
-                      f"must be finite and >= 0, got {age_s}")
+        check.require(0 <= age_s <= MAX_DURATION.maximum, f"{field}.uptime_age_s[{i}]",
+                      f"must be in [0, {MAX_DURATION.maximum:,.0f}] s (10 years), got {age_s}")
     check.require(0 < config.long_lived_target_recall <= 1,
                   f"{field}.long_lived_target_recall",
                   f"must be in (0, 1], got {config.long_lived_target_recall}")

@@ -12,12 +12,13 @@ and its counts (read = kept + filtered + rejected). `RunSteps` chains them in on
 """
 
 import hashlib
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from google.protobuf import text_format
 
 from pipelines import progress, schemas
 from pipelines.io import sharding
@@ -106,6 +107,20 @@ def filter_tagged(usage: pa.Table, config):
     yield step_counts("filter", usage.num_rows, kept, filtered=usage.num_rows - kept)
     if kept:
         yield ROWS, usage if kept == usage.num_rows else usage.filter(pa.array(keep))
+
+
+def filter_kept_nothing(counts: pa.Table, config) -> Optional[str]:
+    """Why a run's overcommit tables are all empty when its Filter `config` read usage
+    windows and kept none (a warning, not a failure: the windows are valid, the selection is
+    the user's); None otherwise. `counts` is the run's overcommit_counts table."""
+    filtered = [row for row in counts.to_pylist() if row["step"] == "filter"]
+    if not filtered or not filtered[0]["read"] or filtered[0]["kept"]:
+        return None
+    times = config.HasField("start_time") or config.HasField("end_time")
+    return (f"overcommit.filter kept 0 of {filtered[0]['read']:,} usage windows: "
+            f"{text_format.MessageToString(config, as_one_line=True)}"
+            f"{' (times are µs from the trace start)' if times else ''}; every overcommit "
+            "table is empty")
 
 
 # --- Metric -----------------------------------------------------------------------------------

@@ -1,12 +1,21 @@
 """Validation of the overcommit stage's config (OvercommitConfig), by field path."""
 
-
-
+from configs.checks import WEEK_OF_SAMPLES, Limit
 from predictors.peak.registry import validate_predictor
 
 # The percentiles a Google v3 usage window carries (cpu_usage_distribution and
 # tail_cpu_usage_distribution).
 VALID_CPU_PERCENTILES = frozenset(range(0, 101, 10)) | frozenset(range(91, 100))
+# A step merges each task's usage windows (300 s in the Google and Azure traces) into one
+# sample: past a day, a month-long trace is a few dozen samples.
+MAX_STEP = Limit(86_400, "s (a day)", "a step merges each task's usage windows in it "
+                 "(300 s long) into one sample")
+# The oracle holds a float64[machine steps, horizon steps] band per machine: 16 kB per step
+# at a week of 5-minute steps.
+MAX_HORIZON_STEPS = WEEK_OF_SAMPLES
+# Machines are hash buckets of instance ids: 80 x a Google 2019 cell (~12,000 machines).
+MAX_RANDOM_MACHINES = Limit(1_000_000, "machines", "80 x a Google 2019 cell; each machine "
+                            "with samples is a Beam element and a time series")
 
 
 # --- Config validation ------------------------------------------------------------------------
@@ -47,7 +56,8 @@ def validate_config(check, config, source=None, has_usage: bool = True,
                     "scheduler"):
                 check.fail(f"{field}.scheduler",
                            f"{source.title} has no machines: set scheduler.at_random")
-    _validate_tellers(check, config.fortune_teller, f"{field}.fortune_teller")
+    _validate_tellers(check, config.fortune_teller, config.metric.step_s,
+                      f"{field}.fortune_teller")
 
 
 def _validate_filter(check, config, field: str):
@@ -68,7 +78,7 @@ def _validate_metric(check, config, source, field: str):
             and which not in source.usage_metrics:
         check.fail(f"{field}.{which}",
                    f"{source.title} has only {' and '.join(sorted(source.usage_metrics))}")
-    check.positive(config, "step_s", field)
+    check.positive(config, "step_s", field, maximum=MAX_STEP)
 
 
 def _validate_reset_and_shift(check, config, field: str):
@@ -77,6 +87,8 @@ def _validate_reset_and_shift(check, config, field: str):
             check.require(config.random_shift.HasField(bound),
                           f"{field}.random_shift.{bound}", "is required")
         check.range(config.random_shift, f"{field}.random_shift")
+        for bound in ("lower_bound", "upper_bound"):
+            check.trace_time(config.random_shift, bound, f"{field}.random_shift")
     check.positive(config, "num_shards", field)
 
 
@@ -84,13 +96,14 @@ def _validate_scheduler(check, config, source, field: str):
     which = config.WhichOneof("scheduler")
     check.require(which is not None, field, "names neither by_machine_id nor at_random")
     if which == "at_random":
-        check.positive(config.at_random, "num_machines", f"{field}.at_random")
+        check.positive(config.at_random, "num_machines", f"{field}.at_random",
+                       maximum=MAX_RANDOM_MACHINES)
     if which == "by_machine_id" and source is not None and not source.has_hosts:
         check.fail(f"{field}.by_machine_id",
                    f"{source.title} has no machines: use scheduler.at_random")
 
 
-def _validate_tellers(check, tellers, field: str):
+def _validate_tellers(check, tellers, step_s: int, field: str):
     kinds = [teller.WhichOneof("teller") for teller in tellers]
     check.require("predictor" not in kinds or "oracle" in kinds, field,
                   "predictors are scored against the first oracle teller: add one, e.g. "
@@ -104,7 +117,15 @@ def _validate_tellers(check, tellers, field: str):
         if kinds[i] is None:
             check.fail(at, "names neither oracle nor predictor")
         elif kinds[i] == "oracle":
-            check.positive(teller.oracle, "horizon_s", f"{at}.oracle", allow_zero=True)
+            check.positive(teller.oracle, "horizon_s", f"{at}.oracle", allow_zero=True,
+                           maximum=_horizon_limit(step_s))
             check.fraction(teller.oracle, "percentile", f"{at}.oracle", 100)
         else:
             validate_predictor(check, teller.predictor, f"{at}.predictor")
+
+
+def _horizon_limit(step_s: int) -> Limit:
+    """The oracle's horizon_s bound: MAX_HORIZON_STEPS steps of `step_s` seconds."""
+    steps = f"{MAX_HORIZON_STEPS:,} steps of metric.step_s {step_s} s"
+    return Limit(MAX_HORIZON_STEPS * max(step_s, 1), f"s ({steps})",
+                 "the oracle holds a float64 band of horizon_s / step_s values per machine step")

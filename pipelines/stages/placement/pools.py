@@ -9,9 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs.checks import Limit
+from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.io.failures import RunFailed
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import (
     PlacementTrace,
@@ -25,6 +28,13 @@ REASON_ZERO_REQUEST = "zero cpu_request and memory_request"
 REASON_ENDS_BEFORE_START = "end_time before start_time"
 REASON_TOO_LARGE = "request larger than every host of the pool"
 REASON_NO_HOSTS = "pool has no machine with capacities"
+# 8 x a Google 2019 cell (~12,000 machines): every host is a row of each replay's host
+# table, which the policies scan.
+MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of every replay's "
+                  "host table")
+# Metric samples per replay: each is a pass over the hosts and a placement_timeseries row
+# (a million is a month sampled every 2.6 s).
+MAX_SAMPLES = 1_000_000
 
 
 @dataclasses.dataclass
@@ -142,8 +152,23 @@ def prepare_pool(element, config, keep_instances: bool):
     start_us = config.start_time_us if config.HasField("start_time_us") else max(
         0, int(start.min()))
     end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
+    check_samples(pool, start_us, end_us, config)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
                            kept if keep_instances else None)
+
+
+def check_samples(pool: str, start_us: int, end_us: int, config):
+    """Raises RunFailed naming placement.sample_period_s when a replay of `pool` over
+    [start_us, end_us] would take more than MAX_SAMPLES metric samples."""
+    samples = (end_us - start_us - config.warmup_s * US_PER_S) // (
+        config.sample_period_s * US_PER_S) + 1
+    if samples > MAX_SAMPLES:
+        raise RunFailed(
+            f"placement.sample_period_s: {config.sample_period_s} s over pool {pool!r}'s "
+            f"replay window [{start_us}, {end_us}] µs gives {samples:,} metric samples per "
+            f"replay, more than {MAX_SAMPLES:,} (each a pass over the hosts and a "
+            "placement_timeseries row): raise sample_period_s or narrow the window "
+            "(start_time_us, end_time_us)")
 
 
 def pool_inputs(instances: pa.Table, config) -> List[PoolInput]:

@@ -1,7 +1,7 @@
 """Validation of the placement stage's config (PlacementConfig), by field path."""
 
-
-
+from configs.checks import MAX_DURATION, Limit
+from pipelines.stages.placement.pools import MAX_HOSTS, MAX_SAMPLES
 from pipelines.stages.placement.replays import (
     LAVA_CLASSES,
     LarsOrder,
@@ -13,6 +13,21 @@ from pipelines.stages.placement.replays import (
     policy_names,
 )
 from policies.registry import PLACEMENT_POLICIES, check_policy_plugin
+
+# The policies' time knobs (their registry entries check that they are positive).
+POLICY_DURATIONS = ("dpbfr_long_lived_threshold_s", "la_binary_threshold_s",
+                    "class_first_fit_time_unit_s")
+# Past 1,000 buckets (0.1 % of a host each) PBFR is Best-Fit.
+MAX_BUCKETS = Limit(1_000, "buckets", "0.1 % of a host each; more is Best-Fit")
+# Inflation places up to inflation_max_shapes shapes per round on every host, at every
+# stranding sample.
+MAX_INFLATION_SHAPES = Limit(1_000, "shapes", "each is a pass over the hosts per round of "
+                             "every stranding sample")
+MAX_INFLATION_COPIES = Limit(10_000, "copies", "more copies per round than fit any host")
+# A stride longer than any replay's samples never strands.
+MAX_STRANDING_EVERY = Limit(MAX_SAMPLES, "samples", "more than any replay samples")
+# Each LARS baseline seed replays the pool's migration queue once more.
+MAX_BASELINE_SEEDS = Limit(1_000, "seeds", "each replays the pool's migrations once more")
 
 
 def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
@@ -38,26 +53,42 @@ def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
             check.positive(config.host_shape, "cpu", f"{field}.host_shape")
             check.positive(config.host_shape, "memory", f"{field}.host_shape")
     if config.HasField("host_count"):
-        check.positive(config, "host_count", field)
+        check.positive(config, "host_count", field, maximum=MAX_HOSTS)
     check.require(0 < config.target_utilization <= 1, f"{field}.target_utilization",
                   f"must be in (0, 1], got {config.target_utilization}")
-    check.positive(config, "warmup_s", field, allow_zero=True)
     check.require(config.warm_start != WarmStart.WARM_START_UNSPECIFIED, f"{field}.warm_start",
                   "is WARM_START_UNSPECIFIED")
-    check.positive(config, "sample_period_s", field)
-    check.positive(config, "refresh_interval_s", field, allow_zero=True)
     if config.HasField("best_fit_weights"):
         check.positive(config.best_fit_weights, "cpu", f"{field}.best_fit_weights")
         check.positive(config.best_fit_weights, "memory", f"{field}.best_fit_weights")
-    for name in ("inflation_max_shapes", "inflation_copies_per_round"):
-        check.positive(config, name, field)
-    check.positive(config, "stranding_every", field, allow_zero=True)
+    _validate_sizes_and_times(check, config, field)
     if config.HasField("start_time_us") and config.HasField("end_time_us"):
         check.require(config.start_time_us <= config.end_time_us, f"{field}.end_time_us",
                       f"is before start_time_us ({config.end_time_us} < "
                       f"{config.start_time_us})")
     if config.HasField("lars"):
         _validate_lars(check, config, f"{field}.lars")
+
+
+def _validate_sizes_and_times(check, config, field: str):
+    """The counts, durations and times of a PlacementConfig, each within its bound."""
+    check.positive(config, "seed", field, allow_zero=True)
+    check.duration(config, "warmup_s", field, allow_zero=True)
+    check.duration(config, "sample_period_s", field)
+    check.duration(config, "refresh_interval_s", field, allow_zero=True)
+    for name in POLICY_DURATIONS:
+        check.at_most(config, name, field, MAX_DURATION)
+    for i, threshold_s in enumerate(config.la_class_threshold_s):
+        check.require(threshold_s <= MAX_DURATION.maximum, f"{field}.la_class_threshold_s[{i}]",
+                      MAX_DURATION.problem(threshold_s))
+    for name in ("pbfr_num_buckets", "dpbfr_long_lived_num_buckets"):
+        check.at_most(config, name, field, MAX_BUCKETS)
+    check.positive(config, "inflation_max_shapes", field, maximum=MAX_INFLATION_SHAPES)
+    check.positive(config, "inflation_copies_per_round", field, maximum=MAX_INFLATION_COPIES)
+    check.positive(config, "stranding_every", field, allow_zero=True,
+                   maximum=MAX_STRANDING_EVERY)
+    for name in ("start_time_us", "end_time_us"):
+        check.trace_time(config, name, field)
 
 
 def _validate_lifetime_sources(check, config, lifetime_model, field: str):
@@ -116,9 +147,11 @@ def _validate_lars(check, config, field: str):
     check.require(lars.HasField("empty_hosts_threshold_pct"),
                   f"{field}.empty_hosts_threshold_pct", "is required")
     check.fraction(lars, "empty_hosts_threshold_pct", field, upper=100.0)
-    for name in ("max_inflight", "migration_duration_s", "max_draining_hosts",
-                 "check_period_s", "baseline_seeds"):
-        check.positive(lars, name, field)
+    for name in ("max_inflight", "max_draining_hosts"):
+        check.positive(lars, name, field, maximum=MAX_HOSTS)
+    for name in ("migration_duration_s", "check_period_s"):
+        check.duration(lars, name, field)
+    check.positive(lars, "baseline_seeds", field, maximum=MAX_BASELINE_SEEDS)
     for i, policy in enumerate(lars.policy):
         check.require(policy in config.policy, f"{field}.policy[{i}]",
                       "is not one of placement.policy")

@@ -8,7 +8,9 @@ import numpy as np
 import pyarrow as pa
 
 from configs import fleetcast_pb2
+from configs.checks import size
 from pipelines import schemas
+from pipelines.io.failures import RunFailed
 from pipelines.stages.shaping.workload import ShapingInput
 from policies.shaping.cluster.simulator import simulate
 from policies.shaping.forecasters import forecast_workload, series_representatives
@@ -23,6 +25,11 @@ FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "compone
 # Application columns summarized as distributions (pooled over a cell's seeds).
 APPLICATION_METRICS = ("turnaround_s", "wait_s", "cpu_slack_pct", "memory_slack_pct",
                        "work_lost_s")
+# A forecast step holds the mean and uncertainty of CPU and memory (float64).
+FORECAST_STEP_BYTES = 32
+# One forecaster's forecasts are one Beam element (merged from its shards) that every run of
+# it reads: a sixth of the 24 GB machine the design targets.
+MAX_FORECAST_BYTES = 4 * 10 ** 9
 # Run columns summarized over a cell's seeds.
 RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
                "preempted_applications_pct", "mean_cpu_slack_pct", "mean_memory_slack_pct",
@@ -75,9 +82,28 @@ def run_specs(config) -> List[RunSpec]:
     return specs
 
 
+def check_forecast_size(workload, config):
+    """Raises RunFailed naming shaping.shaping_interval_steps when one forecaster's forecasts
+    of `workload` would exceed MAX_FORECAST_BYTES (at most one fit per interval of each
+    distinct usage series, each a path of 2 S - 1 steps)."""
+    if not config.forecaster:
+        return
+    interval = config.shaping_interval_steps
+    lengths = workload.length[series_representatives(workload)]
+    fits = int(np.sum(-(-lengths // interval)))
+    needed = fits * (2 * interval - 1) * FORECAST_STEP_BYTES
+    if needed > MAX_FORECAST_BYTES:
+        raise RunFailed(
+            f"shaping.shaping_interval_steps: {interval:,}-step intervals make the forecasts "
+            f"of the {len(lengths):,} usage series ~{size(needed)} per forecaster ({fits:,} "
+            f"fits, each a path of 2 x {interval:,} - 1 steps of {FORECAST_STEP_BYTES} bytes), "
+            f"more than {size(MAX_FORECAST_BYTES)}: shorten the interval")
+
+
 def forecast_tasks(shaping_input: ShapingInput, config):
     """((forecaster, shard), (shards, ShapingInput)) per forecaster and shard of the usage
     series."""
+    check_forecast_size(shaping_input.workload, config)
     shards = min(config.forecast_shards, len(series_representatives(shaping_input.workload)))
     for name in forecaster_names(config):
         for shard in range(shards):

@@ -1,13 +1,43 @@
 """Validation of the shaping stage's config (ShapingConfig), by field path."""
 
+import math
+
+from configs.checks import UPPER_BOUNDS, Limit
+from configs.units import DAY_S
 from pipelines.stages.shaping.runs import (
     BASELINE,
     FAILURE_MODELS,
     Config,
     forecaster_names,
     policy_names,
+    run_specs,
 )
 from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
+
+# The step is a usage window's length (300 s in the Google and Azure traces): a longer one
+# keeps one window per step.
+MAX_STEP = Limit(DAY_S, "s (a day)", "a step is one usage window, 300 s in the Google and "
+                 "Azure traces")
+# Every usage series keeps a forecast path of 2 x interval - 1 steps per fit (32 bytes a
+# step: mean and uncertainty of CPU and memory), and a run's interval peaks cost interval^2
+# per path; a day of 1-minute steps, 002 §V shapes every minute.
+MAX_INTERVAL_STEPS = Limit(1_440, "steps (a day of 1-minute steps)",
+                           "each usage series keeps a forecast path of 2 x interval - 1 "
+                           "steps (32 bytes each) for every interval of its life")
+# A sampled application costs ~160 bytes per component in each simulation (~800 with the
+# synthetic trace's ~5 components; measured with 400,000 applications); 6.7 x 002's 150,000.
+MAX_SAMPLED_APPLICATIONS = Limit(1_000_000, "applications",
+                                 "each costs ~800 bytes in every simulation", bytes_each=800)
+# 400 x 002's 250 hosts: the scheduler scans the hosts at every placement.
+MAX_HOSTS = Limit(100_000, "hosts", "400 x 002's 250; the scheduler scans them at every "
+                  "placement")
+# Every fit reads a history of this many samples: ARIMA fits all of a series' windows at
+# once, a GP costs its cube.
+MAX_HISTORY_SAMPLES = Limit(1_440, "samples (a day of 1-minute samples)",
+                            "every fit reads this many samples (ARIMA fits all of a series' "
+                            "windows at once, a GP costs their cube)")
+# Each is one simulation of the whole workload (the synthetic sweep runs 435).
+MAX_RUNS = 10_000
 
 
 def validate_config(check, config, has_hosts: bool = True, field: str = "shaping"):
@@ -27,12 +57,9 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                       f"unknown forecaster {name!r}; known: {', '.join(SHAPING_FORECASTERS)}")
     for name in ("k1", "k2"):
         for i, value in enumerate(getattr(config, name)):
-            check.require(value >= 0, f"{field}.{name}[{i}]", f"must be >= 0, got {value}")
-    for name in ("shaping_interval_steps", "step_s", "max_time_after_last_submit_s",
-                 "num_history_samples", "min_fit_samples", "forecast_shards"):
-        check.positive(config, name, field)
-    for name in ("sampled_applications", "unshaped_after_failures"):
-        check.positive(config, name, field, allow_zero=True)
+            check.require(0 <= value < math.inf, f"{field}.{name}[{i}]",
+                          f"must be finite and >= 0, got {value}")
+    _validate_sizes(check, config, field)
     check.fraction(config, "elastic_fraction", field)
     check.require(config.num_history_samples >= config.min_fit_samples,
                   f"{field}.num_history_samples",
@@ -56,6 +83,25 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
     _validate_hosts(check, config, has_hosts, field)
 
 
+def _validate_sizes(check, config, field: str):
+    """The counts, steps and durations of a ShapingConfig, each within its bound."""
+    check.positive(config, "step_s", field, maximum=MAX_STEP)
+    check.positive(config, "shaping_interval_steps", field, maximum=MAX_INTERVAL_STEPS)
+    check.positive(config, "sampled_applications", field, allow_zero=True,
+                   maximum=MAX_SAMPLED_APPLICATIONS)
+    check.duration(config, "max_time_after_last_submit_s", field)
+    for name in ("num_history_samples", "min_fit_samples"):
+        check.positive(config, name, field, maximum=MAX_HISTORY_SAMPLES)
+    check.positive(config, "forecast_shards", field, maximum=UPPER_BOUNDS["num_shards"])
+    check.positive(config, "unshaped_after_failures", field, allow_zero=True)
+    for i, seed in enumerate(config.seed):
+        check.require(seed >= 0, f"{field}.seed[{i}]", f"must be >= 0, got {seed}")
+    runs = len(run_specs(config))
+    check.require(runs <= MAX_RUNS, field,
+                  f"forecaster x k1 x k2 x policy x seed gives {runs:,} simulations, at most "
+                  f"{MAX_RUNS:,} (each simulates the whole workload)")
+
+
 def _validate_hosts(check, config, has_hosts: bool, field: str):
     if not has_hosts or config.HasField("host_shape"):
         check.require(config.HasField("host_shape"), f"{field}.host_shape",
@@ -67,4 +113,4 @@ def _validate_hosts(check, config, has_hosts: bool, field: str):
         if not config.cpu_only:
             check.positive(config.host_shape, "memory", f"{field}.host_shape")
     if config.HasField("host_count"):
-        check.positive(config, "host_count", field)
+        check.positive(config, "host_count", field, maximum=MAX_HOSTS)

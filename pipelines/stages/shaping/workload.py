@@ -28,6 +28,7 @@ from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding
 from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.pools import hosts_of_machines
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.workload import Workload
@@ -41,6 +42,11 @@ REASON_LATER_RUN = "a later run of a task (each task's first run is replayed)"
 REASON_TOO_LARGE = "core components do not fit the empty cluster"
 REASON_SIBLING = "another component of the application was rejected"
 ALONE_REASONS = (REASON_LATER_RUN, REASON_NO_USAGE)
+# With step_s the usage windows' length a window is one series step (a missing window
+# repeats the previous one); 300 steps per window is a 1 s step on 300-s windows.
+MAX_STEPS_PER_WINDOW = 16
+# Fewer steps (16 MB of series) are never a problem, however few the windows.
+MIN_STEPS_CHECKED = 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,12 +131,28 @@ def usage_series(instances: pa.Table, usage: pa.Table, config):
     step = (start - first_start) // step_us
     lengths = np.zeros(instances.num_rows, dtype=np.int64)
     np.maximum.at(lengths, row, step + 1)
+    check_series_size(int(lengths.sum()), usage, config)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     position = np.full(offsets[-1], -1)
     position[offsets[row] + step] = np.arange(len(row))
     # Missing windows repeat the previous one (a component's first window is always there).
     position = np.maximum.accumulate(position) if len(position) else position
     return lengths, values[position] if len(position) else np.zeros((0, 2))
+
+
+def check_series_size(steps: int, usage: pa.Table, config):
+    """Raises RunFailed naming shaping.step_s when the usage series would hold more than
+    MAX_STEPS_PER_WINDOW steps per usage window (and MIN_STEPS_CHECKED in all): a step
+    shorter than the windows repeats each of them."""
+    windows = usage.num_rows
+    if steps <= max(MAX_STEPS_PER_WINDOW * windows, MIN_STEPS_CHECKED):
+        return
+    window_s = np.median(usage.column("end_time").to_numpy(zero_copy_only=False)
+                         - usage.column("start_time").to_numpy()) / US_PER_S
+    raise RunFailed(
+        f"shaping.step_s: {config.step_s} s makes the {windows:,} usage windows "
+        f"{steps:,} series steps ({steps / windows:,.0f} per window, 16 bytes each and more "
+        f"in the forecasts): step_s must be the windows' length ({window_s:g} s)")
 
 
 def with_usage_only_instances(instances: pa.Table, usage: pa.Table) -> pa.Table:
