@@ -326,13 +326,16 @@ def print_counters(counters, out=None):
 
 
 def configure_logging(verbose: bool = False, quiet: bool = False):
-    """Beam's lines at WARNING (INFO with `verbose`), fleetcast's progress lines at INFO
-    unless `quiet`; on stderr, so that stdout keeps the results."""
+    """Beam's lines at WARNING (INFO with `verbose`; their tracebacks only then), fleetcast's
+    progress lines at INFO unless `quiet`; on stderr, so that stdout keeps the results."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
                         force=True)
     logging.getLogger("fleetcast").setLevel(logging.WARNING if quiet else logging.INFO)
-    if not verbose:  # the progress lines of multi_processing workers too, unless quiet
+    if not verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(progress.NoBeamTracebacks())
+        # the progress lines of multi_processing workers too, unless quiet
         worker_lines = logging.getLogger(progress.WORKER_LOGGER)
         worker_lines.setLevel(logging.WARNING if quiet else logging.INFO)
         worker_lines.addFilter(progress.WorkerProgressLines())
@@ -340,6 +343,8 @@ def configure_logging(verbose: bool = False, quiet: bool = False):
 
 def _run(args, beam_args):
     configure_logging(args.verbose, args.quiet)
+    if args.verbose:  # worker processes print their tracebacks too (pipelines/worker_quiet.py)
+        os.environ["FLEETCAST_WORKER_TRACEBACKS"] = "1"
     config = run_config.load_config(args.config)
     name = run_config.config_name(config, args.config)
     output_dir = args.output_dir or FileSystems.join("results", name)
@@ -367,6 +372,12 @@ def _validate(path):
     print(f"{path}: valid config {name!r} ({'; '.join(stages)})")
 
 
+def print_config_error(error: run_config.ConfigError):
+    """One line per problem, `fleetcast: CONFIG: FIELD: REASON`, on stderr."""
+    for problem in error.problems:
+        print(f"fleetcast: {error.source}: {problem}", file=sys.stderr)
+
+
 def _validate_all(paths):
     """Validates every config; reports each invalid one; 2 if any is invalid."""
     invalid = 0
@@ -374,7 +385,7 @@ def _validate_all(paths):
         try:
             _validate(path)
         except run_config.ConfigError as e:
-            print(f"fleetcast: {e}", file=sys.stderr)
+            print_config_error(e)
             invalid += 1
     if invalid and len(paths) > 1:
         print(f"fleetcast: {invalid} of {len(paths)} configs are invalid", file=sys.stderr)
@@ -451,7 +462,10 @@ def main(argv=None) -> int:
         if args.command == "estimate":
             return _estimate(args)
         return _synth(args)
-    except (run_config.ConfigError, UsageError) as e:
+    except run_config.ConfigError as e:
+        print_config_error(e)
+        return EXIT_CONFIG_ERROR
+    except UsageError as e:
         print(f"fleetcast: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:

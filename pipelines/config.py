@@ -45,8 +45,15 @@ def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig
     """Reads, parses and validates the config at `path`; raises ConfigError."""
     if not FileSystems.exists(path):
         raise ConfigError(path, [ConfigProblem("<file>", "config file does not exist")])
-    with FileSystems.open(path) as f:
-        config = parse_config(f.read().decode("utf-8"), path)
+    try:
+        with FileSystems.open(path) as f:
+            text = f.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(path, [ConfigProblem("<file>", "is not UTF-8 text (a config is a "
+                                               "text-format RunConfig)")]) from None
+    except Exception as e:  # pylint: disable=broad-except  # a directory, no permission, ...
+        raise ConfigError(path, [ConfigProblem("<file>", f"cannot be read: {e}")]) from None
+    config = parse_config(text, path)
     problems = validate(config, check_inputs=check_inputs)
     if problems:
         raise ConfigError(path, problems)

@@ -113,6 +113,16 @@ _WORKER_LOCATION = re.compile(r'log_location: "([^"]*)"')
 _STARTUP_WARNINGS = ("No semi_persistent_directory found", "Discarding unparseable args")
 
 
+class NoBeamTracebacks(logging.Filter):
+    """Drops Beam's log entries that carry a traceback (a failing step logs one before the
+    run raises): the command reports the failure itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("apache_beam"):
+            return True
+        return not (record.exc_info or "Traceback (most recent call last)" in record.getMessage())
+
+
 class WorkerProgressLines(logging.Filter):
     """On WORKER_LOGGER: passes worker entries at WARNING and above as they are (but the
     start-up warnings every worker logs), and the workers' progress lines (logged by `report`)

@@ -225,9 +225,10 @@ def local_runner(options: PipelineOptions):
     if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):
         return None
     all_options = options.get_all_options()
-    # Worker processes (multi_processing) import the guard that ends them with the run.
+    # Worker processes (multi_processing) import the guard that ends them with the run, and
+    # worker_quiet, which keeps Beam's tracebacks off the user's terminal.
     all_options["beam_plugins"] = (all_options.get("beam_plugins") or []) + [
-        worker_guard.__name__]
+        worker_guard.__name__, "pipelines.worker_quiet"]
     encoded_options = JobServiceHandle.encode_pipeline_options(all_options)
     return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded_options)))

@@ -120,7 +120,7 @@ def test_validate_checks_every_config_and_reports_each_invalid_one(tmp_path, cap
     assert f"{first}: valid config 'small'" in captured.out
     assert f"{second}: valid config 'second'" in captured.out
     assert "bad" not in captured.out
-    assert f"invalid config {bad}:\n  synthetic.days: must be > 0, got -1.0" in captured.err
+    assert f"fleetcast: {bad}: synthetic.days: must be > 0, got -1.0\n" in captured.err
     assert "1 of 3 configs are invalid" in captured.err
 
 

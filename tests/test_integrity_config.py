@@ -67,3 +67,19 @@ def test_validate_rejects_a_name_that_leaves_results_before_writing(tmp_path, ca
     assert cli.main(["run", "escape.textproto"]) == cli.EXIT_CONFIG_ERROR
     assert "name: must be a plain directory name" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == [tmp_path / "escape.textproto"]
+
+
+@pytest.mark.parametrize("kind, problem", [
+    ("directory", "<file>: cannot be read: [Errno 21] Is a directory: '{path}'"),
+    ("binary", "<file>: is not UTF-8 text (a config is a text-format RunConfig)"),
+    ("missing", "<file>: config file does not exist"),
+])
+def test_a_config_that_cannot_be_read_is_one_line(tmp_path, capsys, kind, problem):
+    path = tmp_path / "config.textproto"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "binary":
+        path.write_bytes(b"\xff\xfe\x00")
+    for command in (["validate", str(path)], ["run", str(path), "-q"]):
+        assert cli.main(command) == cli.EXIT_CONFIG_ERROR
+        assert capsys.readouterr().err == f"fleetcast: {path}: {problem.format(path=path)}\n"

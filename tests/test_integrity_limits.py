@@ -67,7 +67,7 @@ def _problems(text: str):
 def test_validate_refuses_each_reproduction_naming_the_field(tmp_path, capsys, line, problem):
     config = _shaping_config(tmp_path, line)
     assert cli.main(["validate", str(config)]) == cli.EXIT_CONFIG_ERROR
-    assert capsys.readouterr().err == f"fleetcast: invalid config {config}:\n  {problem}\n"
+    assert capsys.readouterr().err == f"fleetcast: {config}: {problem}\n"
 
 
 @pytest.mark.parametrize("line, problem", REPRODUCTIONS)
@@ -77,7 +77,7 @@ def test_run_refuses_each_reproduction_before_any_compute(tmp_path, capsys, line
     assert cli.main(["run", str(config), "--output_dir", str(out), "-q"]) == (
         cli.EXIT_CONFIG_ERROR)
     assert time.time() - started < 5
-    assert capsys.readouterr().err == f"fleetcast: invalid config {config}:\n  {problem}\n"
+    assert capsys.readouterr().err == f"fleetcast: {config}: {problem}\n"
     assert not out.exists()
 
 
@@ -156,8 +156,8 @@ def test_validate_refuses_an_empty_bigquery_query(tmp_path, capsys):
     config.write_text('google_v3 { instance_events { bigquery_query: "" } }\n')
     assert cli.main(["validate", str(config)]) == cli.EXIT_CONFIG_ERROR
     assert capsys.readouterr().err == (
-        f"fleetcast: invalid config {config}:\n"
-        "  google_v3.instance_events.bigquery_query: is empty: give a SQL query\n")
+        f"fleetcast: {config}: google_v3.instance_events.bigquery_query: is empty: give a "
+        "SQL query\n")
 
 
 @pytest.mark.parametrize("text, problem", [

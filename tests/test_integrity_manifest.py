@@ -303,3 +303,18 @@ def test_an_unforeseen_error_is_one_line_naming_its_traceback_file(tmp_path, cap
     traceback_file = line.rsplit(" ", 1)[1]
     assert "in broken" in open(traceback_file).read()
     os.unlink(traceback_file)
+
+
+@pytest.mark.parametrize("mode", [[], ["--direct_running_mode=multi_processing",
+                                       "--direct_num_workers=2"]], ids=["in_process", "workers"])
+def test_a_failing_step_prints_one_line_and_no_beam_traceback(tmp_path, mode):
+    (tmp_path / "readings.csv.gz").write_bytes(b"not gzip")
+    config = tiny_config(tmp_path)
+    config.write_text(config.read_text().replace("readings.csv", "readings.csv.gz"))
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(config),
+                           "--output_dir", str(tmp_path / "out"), "-q", *mode], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == cli.EXIT_RUN_FAILED
+    assert done.stderr.strip().splitlines() == [
+        f"fleetcast: run failed: {tmp_path}/readings.csv.gz: not a valid gzip file: the file "
+        "ends before its end-of-stream marker (truncated?)"]
