@@ -372,10 +372,17 @@ def _validate(path):
     print(f"{path}: valid config {name!r} ({'; '.join(stages)})")
 
 
+def one_line(message: str) -> str:
+    """`message` on one line: its non-blank lines joined by "; " (lines of only carets, which
+    point into the line above, dropped)."""
+    lines = [line.strip() for line in message.splitlines()]
+    return "; ".join(line for line in lines if line.strip("^ "))
+
+
 def print_config_error(error: run_config.ConfigError):
     """One line per problem, `fleetcast: CONFIG: FIELD: REASON`, on stderr."""
     for problem in error.problems:
-        print(f"fleetcast: {error.source}: {problem}", file=sys.stderr)
+        print(f"fleetcast: {error.source}: {one_line(str(problem))}", file=sys.stderr)
 
 
 def _validate_all(paths):
@@ -466,7 +473,7 @@ def main(argv=None) -> int:
         print_config_error(e)
         return EXIT_CONFIG_ERROR
     except UsageError as e:
-        print(f"fleetcast: {e}", file=sys.stderr)
+        print(f"fleetcast: {one_line(str(e))}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
         print("fleetcast: interrupted", file=sys.stderr)
@@ -477,7 +484,7 @@ def main(argv=None) -> int:
         reason = failures.reason_of(e) if isinstance(e, Exception) else None
         if reason is None:
             return _internal_error(e)
-        print(f"fleetcast: run failed: {reason}", file=sys.stderr)
+        print(f"fleetcast: run failed: {one_line(reason)}", file=sys.stderr)
         return EXIT_RUN_FAILED
 
 

@@ -318,3 +318,12 @@ def test_a_failing_step_prints_one_line_and_no_beam_traceback(tmp_path, mode):
     assert done.stderr.strip().splitlines() == [
         f"fleetcast: run failed: {tmp_path}/readings.csv.gz: not a valid gzip file: the file "
         "ends before its end-of-stream marker (truncated?)"]
+
+
+def test_a_multi_line_error_is_reported_on_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    capsys.readouterr()
+    assert cli.main(["query", str(out), "SELEC 1"]) == cli.EXIT_CONFIG_ERROR
+    assert capsys.readouterr().err == ('fleetcast: ParserException: Parser Error: syntax error '
+                                       'at or near "SELEC"; LINE 1: SELEC 1\n')
