@@ -15,7 +15,7 @@ import time
 import pytest
 
 from pipelines import cli
-from pipelines.io import manifests, publish
+from pipelines.io import manifests, publish, root_files
 from pipelines.io.manifests import MANIFEST, STATE_DIR
 from pipelines.query import query
 from tests.helpers import OVERCOMMIT, REPO, run_cli, snapshot, tiny_config
@@ -271,7 +271,7 @@ def test_the_lock_is_never_opened_through_a_symbolic_link(tmp_path, capsys):
     assert run_cli(tiny_config(tmp_path), out) == 0
     target = tmp_path / "precious.txt"
     target.write_text("mine")
-    lock = out / STATE_DIR / publish.LOCK
+    lock = out / STATE_DIR / root_files.LOCK
     lock.unlink()
     lock.symlink_to(target)
     assert run_cli(tiny_config(tmp_path), out) == cli.EXIT_RUN_FAILED

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import cli
-from pipelines.io import manifests, publish
+from pipelines.io import manifests, publish, root_files
 from pipelines.io.failures import RunFailed
 from pipelines.query import QueryError, query
 from tests.helpers import (OVERCOMMIT, READINGS, REPO, read_table, run_cli, snapshot,
@@ -86,7 +86,7 @@ def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_pat
     out = tmp_path / "out"
     config = tiny_config(tmp_path)
     holder = _slow_run(tmp_path, config, out)
-    lock = out / publish.STATE_DIR / publish.LOCK
+    lock = out / publish.STATE_DIR / root_files.LOCK
     deadline = time.time() + 60
     while f"pid {holder.pid} " not in (lock.read_text() if lock.exists() else ""):
         assert holder.poll() is None and time.time() < deadline, "the first run never locked"
