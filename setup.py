@@ -8,6 +8,7 @@ setuptools.setup(
     description="Beam pipelines for cluster-scheduling research on production traces",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",
     python_requires=">=3.10",
     # tests/ (with the slow reference implementations the tests compare against) is not
     # installed.
