@@ -48,6 +48,8 @@ setuptools.setup(
             "nbclient",
             "nbformat",
             "pytest",
+            # The linter .ci/run runs (configured in pyproject.toml).
+            "ruff",
             # tests/test_report.py drives Debian's chromium + chromium-driver
             # (scripts/setup_venv.sh installs them).
             "selenium",
