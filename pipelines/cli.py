@@ -33,9 +33,8 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 import synthetic  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
-from pipelines import progress  # noqa: E402
+from pipelines import progress, worker_guard  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
-from pipelines import worker_guard  # noqa: E402
 from pipelines.io import failures, manifests  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2

@@ -117,6 +117,7 @@ def format_estimates(estimates: Sequence[Estimate], usd_per_tib: float) -> str:
         lines.append(f"{item.read.field}: {item.bytes:,} bytes ({_size(item.bytes)})")
         lines.append(f"    {' '.join(item.read.sql.split())}")
     total = sum(item.bytes for item in estimates)
-    lines.append(f"total: {total:,} bytes ({_size(total)}), about ${total / TIB * usd_per_tib:,.2f} "
+    lines.append(f"total: {total:,} bytes ({_size(total)}), "
+                 f"about ${total / TIB * usd_per_tib:,.2f} "
                  f"at ${usd_per_tib:g} per TiB on demand (a dry run bills nothing)")
     return "\n".join(lines)

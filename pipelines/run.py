@@ -16,10 +16,10 @@ from typing import Dict, Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.pipeline import PipelineVisitor
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
-from apache_beam.pipeline import PipelineVisitor
 from google.protobuf import text_format
 
 from pipelines import progress, schemas, worker_guard

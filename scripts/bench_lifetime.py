@@ -31,6 +31,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from predictors.lifetime.curves import LifetimeCurves  # noqa: E402
 from predictors.lifetime.examples import (  # noqa: E402
     ABSOLUTE_AGES,
     DAY_S,
@@ -40,7 +41,6 @@ from predictors.lifetime.examples import (  # noqa: E402
     label_known,
     make_examples,
 )
-from predictors.lifetime.curves import LifetimeCurves  # noqa: E402
 from predictors.lifetime.uptime_model import UptimeLifetimeModel  # noqa: E402
 from tests.helpers import AZURE_VMTABLE, load_azure_instances  # noqa: E402
 

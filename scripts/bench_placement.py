@@ -26,6 +26,7 @@ is timed again on the same prefix for the ratio. Times are CPU seconds of this p
 """
 
 import argparse
+import functools
 import pathlib
 import sys
 import time
@@ -49,8 +50,8 @@ from policies.replay.lifetime_source import (
 )
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
-from predictors.lifetime.examples import make_age_examples
 from predictors.lifetime.curves import LifetimeCurves
+from predictors.lifetime.examples import make_age_examples
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 from tests.reference.placement_simulator import simulate_reference
 
@@ -138,6 +139,12 @@ def timed(fn, repeats: int = 1):
     return result, best
 
 
+def replay(trace, pool, make_policy, lifetimes, **options):
+    """A function that replays `trace` on `pool` with a new `make_policy()` (built inside the
+    timing, as each run builds its policy) and `lifetimes`; `options` go to `simulate`."""
+    return lambda: simulate(trace, pool, make_policy(), lifetimes, **options)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=1000)
@@ -176,14 +183,15 @@ def main():
              (lambda: Lava(strict_recycling=True), "lava_strict_recycling", {})]
     common = dict(warmup_s=0.0, sample_period_s=3600.0)
     for make_policy, reference_name, options in cases:
-        _, reference_s = timed(lambda: simulate_reference(
-            trace, pool, reference_name, oracle, end_us=prefix_end_us, **options))
+        _, reference_s = timed(functools.partial(
+            simulate_reference, trace, pool, reference_name, oracle, end_us=prefix_end_us,
+            **options))
         for engine in engines(make_policy):
-            result, seconds = timed(lambda: simulate(trace, pool, make_policy(), oracle,
-                                                     engine=engine, **common))
-            _, fast_prefix_s = timed(lambda: simulate(
-                trace, pool, make_policy(), oracle, end_us=prefix_end_us,
-                refresh_interval_s=0, engine=engine, **common))
+            result, seconds = timed(replay(trace, pool, make_policy, oracle, engine=engine,
+                                           **common))
+            _, fast_prefix_s = timed(replay(trace, pool, make_policy, oracle,
+                                            end_us=prefix_end_us, refresh_interval_s=0,
+                                            engine=engine, **common))
             print(f"{result.policy:21} {engine_name(engine):8} {'oracle':9} "
                   f"{events / seconds:10,.0f} {result.summary['empty_hosts_pct']:8.2f} "
                   f"{prefix_events / reference_s:12,.0f} {reference_s / fast_prefix_s:8.1f}")
@@ -205,10 +213,10 @@ def main():
                         ("lightgbm", lightgbm)))
             span_end_us = spans[engine][1]
             span_events = count_events(trace, span_end_us)
-            timings = timed_rounds({name: (lambda source=source: simulate(
-                trace, pool, make_policy(), source, end_us=span_end_us,
-                refresh_interval_s=900.0, engine=engine, **common))
-                for name, source in sources}, args.repeats)
+            timings = timed_rounds({name: replay(trace, pool, make_policy, source,
+                                                 end_us=span_end_us, refresh_interval_s=900.0,
+                                                 engine=engine, **common)
+                                    for name, source in sources}, args.repeats)
             oracle_rate = span_events / timings["oracle"][1]
             for source_name, (result, seconds) in timings.items():
                 rate = span_events / seconds

@@ -84,7 +84,7 @@ class Catalog:
 
     @classmethod
     def sample(cls, rng: np.random.Generator, n_names: int, n_users: int,
-               cpu_hours_per_job: float) -> "Catalog":
+               cpu_hours_per_job: float) -> Catalog:
         """A random catalog whose collections request cpu_hours_per_job (cpus x hours of
         all tasks) on average.
 

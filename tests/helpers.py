@@ -15,10 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import cli
+from pipelines import cli, schemas
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
-from pipelines import schemas
 from pipelines.io.manifests import STATE_DIR
 from pipelines.sources.azure_v1 import VMTABLE_COLUMNS
 

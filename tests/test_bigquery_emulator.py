@@ -17,7 +17,7 @@ import pytest
 from apache_beam.testing.util import assert_that
 
 from pipelines import schemas
-from pipelines.io import bigquery, manifests, publish, sinks
+from pipelines.io import bigquery, manifests, sinks
 from tests import bigquery_emulator
 from tests.helpers import read_table
 

@@ -67,9 +67,10 @@ def test_the_projected_columns_are_all_that_the_parser_reads(trace, table):
 
 
 def test_estimate_lists_every_bigquery_read_with_the_sql_it_dry_runs():
+    usage_table = "google.com:google-cluster-data:clusterdata_2019_a.instance_usage"
     config = parse_config(f"""
         google_v3 {{
-          instance_usage {{ bigquery_table: "google.com:google-cluster-data:clusterdata_2019_a.instance_usage" }}
+          instance_usage {{ bigquery_table: "{usage_table}" }}
           instance_events {{ bigquery_query: "SELECT * FROM t WHERE machine_id < 10" }}
           machine_events {{ path: "m/*.json.gz" }}
         }}
@@ -157,7 +158,7 @@ def emulator_trace(trace, tmp_path_factory):
     directory."""
     from google.cloud.bigquery import Table
     log = tmp_path_factory.mktemp("bqemulator") / "bqemulator.log"
-    with bigquery_emulator.running(log) as env:
+    with bigquery_emulator.running(log):
         client = bigquery.client()
         client.create_dataset("clusterdata")
         for name in google_v3.BIGQUERY_COLUMNS:

@@ -93,7 +93,8 @@ def test_concatenated_gzip_members_are_read_whole(tmp_path):
 def test_plain_text_named_gz_fails_naming_the_file(tmp_path):
     plain = tmp_path / "plain.csv.gz"
     plain.write_text("1,v1,0,10,5\n")
-    with pytest.raises(RunFailed, match=f"^{plain}: not a valid gzip file: .*Invalid gzip/zlib wrapper"):
+    with pytest.raises(RunFailed,
+                       match=f"^{plain}: not a valid gzip file: .*Invalid gzip/zlib wrapper"):
         _read(plain)
 
 

@@ -219,8 +219,8 @@ overcommit {
 
 
 def returns(kind: str) -> str:
-    return ("plugin { class_path: 'bad_pkg.peaks:Returns' params { key: 'kind' value: '%s' } }"
-            % kind)
+    return (f"plugin {{ class_path: 'bad_pkg.peaks:Returns' params {{ key: 'kind' "
+            f"value: '{kind}' }} }}")
 
 
 TELLER = ("fleetcast: run failed: fortune teller 'mine' on machine 100574672: peak predictor "

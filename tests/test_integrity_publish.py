@@ -19,8 +19,8 @@ from pipelines import cli
 from pipelines.io import manifests, publish, root_files
 from pipelines.io.failures import RunFailed
 from pipelines.query import QueryError, query
-from tests.helpers import (OVERCOMMIT, READINGS, REPO, read_table, run_cli, snapshot,
-                           tiny_config)
+from tests.helpers import OVERCOMMIT, READINGS, REPO, read_table, run_cli, snapshot, tiny_config
+
 
 def test_a_run_publishes_its_tables_with_a_manifest_written_last(tmp_path, capsys):
     out = tmp_path / "out"

@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.evaluation import log10_errors, predict_at_uptime_quantiles, roc_auc
 from predictors.lifetime.examples import DAY_S, make_age_examples, make_uptime_examples
 from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel, kaplan_meier_curve
 from predictors.lifetime.la_classifier import LaClassifier, predict_classes
-from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
 US = 10**6

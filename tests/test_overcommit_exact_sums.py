@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from pipelines.stages.overcommit.tellers import CELL
 from pipelines.stages.overcommit.summary import (
     MACHINES,
     ExactSums,
     MergeCellSums,
     summary_table,
 )
+from pipelines.stages.overcommit.tellers import CELL
 from predictors.peak.overcommit_metrics import CellSums, merge_cell_sums
 
 NUM_MACHINES, NUM_TIMES = 40, 30

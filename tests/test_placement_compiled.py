@@ -99,7 +99,7 @@ def test_lava_with_given_classes_equals_python(small_model):  # noqa: F811
         for lifetimes in (OracleLifetimes(trace.lifetime_s()),
                           curves_for(small_model, trace, seed)):
             python, fast = both_engines(
-                trace, pool, lambda: Lava(vm_classes=classes), lifetimes,
+                trace, pool, lambda classes=classes: Lava(vm_classes=classes), lifetimes,
                 start_us=2 * 3600 * S, warmup_s=6 * 3600.0, sample_period_s=1800.0)
             assert_same(python, fast)
 
@@ -186,15 +186,11 @@ def test_a_vms_curve_keeps_its_blocks_largest_until_the_first_interval_that_brea
         vms[REM, 0] = cells[0, vms[COLUMN, 0]]
         largest = vms[REM, 0] + rng.integers(0, 2)
         has_it = vms[REM, 0] == largest
-
-        def holds(uptime_us):
-            value = cells[0, np.searchsorted(end_us, uptime_us, side="left")]
-            return value == largest if has_it else value <= largest
-
         expected = NO_END
         start = end_us[vms[COLUMN, 0] - 1] + 1 if vms[COLUMN, 0] > 0 else 0
         for uptime_us in range(start, int(end_us[-2]) + 2):
-            if not holds(uptime_us):
+            value = cells[0, np.searchsorted(end_us, uptime_us, side="left")]
+            if not (value == largest if has_it else value <= largest):
                 expected = vms[ARRIVED, 0] + uptime_us - 1
                 break
         assert valid_until(0, largest, vms, cells, end_us) == expected

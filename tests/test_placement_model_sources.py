@@ -10,9 +10,9 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
+from pipelines.stages.lifetime import load_model
 from pipelines.stages.placement import replays
 from pipelines.stages.placement.pools import PoolInput
-from pipelines.stages.lifetime import load_model
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
@@ -21,8 +21,8 @@ from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import (
     ClassifierLifetimes,
     HostExitCache,
-    NoisyOracleLifetimes,
     ModelLifetimes,
+    NoisyOracleLifetimes,
     to_exit_us,
 )
 from policies.replay.metrics import InflationMix

@@ -6,12 +6,11 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from pipelines import config as run_config
-import numpy as np
-import pandas as pd
-
 from pipelines.report import overcommit, placement, shaping
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"

@@ -31,8 +31,8 @@ def _reference(window, max_lag=2):
         params, sigma2 = np.asarray(fitted.params), fitted.sigma2
     else:
         params, sigma2 = np.zeros(0), np.mean(diffs[max_lag:] ** 2)
-    forecast = ARIMA(window, order=(p, 1, 0), enforce_stationarity=False).filter(np.r_[params, sigma2]).get_forecast(
-        HORIZON)
+    forecast = ARIMA(window, order=(p, 1, 0), enforce_stationarity=False) \
+        .filter(np.r_[params, sigma2]).get_forecast(HORIZON)
     return p, np.asarray(forecast.predicted_mean), np.asarray(forecast.var_pred_mean)
 
 

@@ -53,7 +53,7 @@ def test_a_target_depends_on_the_usage_before_its_age_only():
     usage = np.column_stack([_series(), _series(seed=1)])
     for forecaster in (ArimaUsageForecaster(interval_steps=6, min_fit_samples=10),
                        GaussianProcessUsageForecaster(interval_steps=6, min_fit_samples=10)):
-        def targets(series):
+        def targets(series, forecaster=forecaster):
             workload = Workload.from_series(300, [0], [0], [1], [[1.0, 1.0]], [False],
                                             [series])
             policy = Optimistic(k1=0.0, k2=1.0).fit(
@@ -83,7 +83,8 @@ def test_targets_are_the_interval_peak_plus_beta_capped_at_the_request():
         workload, forecast_workload(workload, OracleForecaster()), 3)
     targets = policy.targets(np.zeros(8, dtype=np.int64), np.arange(8))
     # Peak of the next 3 ages, + 0.25 · request, at most the request (4 CPU, 2 memory).
-    np.testing.assert_allclose(targets[:, 0], np.minimum(np.array([3, 3, 3, 2, 4, 4, 4, 1]) + 1.0, 4))
+    np.testing.assert_allclose(targets[:, 0],
+                               np.minimum(np.array([3, 3, 3, 2, 4, 4, 4, 1]) + 1.0, 4))
     np.testing.assert_allclose(targets[:, 1], [1.5] * 8)
     # Without forecasts for some age of the interval, the target is the request.
     arima = Optimistic().fit(workload, forecast_workload(

@@ -111,7 +111,8 @@ def test_same_arguments_give_identical_files_and_seeds_differ(tmp_path):
         paths = sorted(glob.glob(f"{out_dir}/*/*"))
         return {os.path.relpath(p, out_dir): open(p, "rb").read() for p in paths}
 
-    first, again, other = files(tmp_path / "a", 7), files(tmp_path / "b", 7), files(tmp_path / "c", 8)
+    first, again = files(tmp_path / "a", 7), files(tmp_path / "b", 7)
+    other = files(tmp_path / "c", 8)
     assert len(first) == 4 * 2
     assert first == again
     assert first.keys() == other.keys()
@@ -124,7 +125,8 @@ def test_summary_counts_match_files(tmp_path):
     summary = generate(str(tmp_path), machines=3, days=0.25, shards=3, file_format="json")
     for table in synthetic.TABLES:
         assert summary["paths"][table] == [
-            os.path.join(str(tmp_path), table, f"{table}-{i:05d}-of-00003.json.gz") for i in range(3)]
+            os.path.join(str(tmp_path), table, f"{table}-{i:05d}-of-00003.json.gz")
+            for i in range(3)]
         assert summary["rows"][table] == len(read_rows(str(tmp_path), table)) > 0
 
 
@@ -173,14 +175,16 @@ def _replay(machine_events, requests, enable_s, final_s, delay_s=5.0, update=Non
     """Replays hand-made tasks: requests [(cpus, memory)], times in s, machine_events
     [(time_s, machine, type, cpus, memory)]; update = (task, fraction, cpus, memory)."""
     n = len(requests)
-    units = np.array([[round(c * 1e5), round(m * 1e5)] for c, m in requests], dtype=np.int64).reshape(n, 2)
+    units = np.array([[round(c * 1e5), round(m * 1e5)] for c, m in requests],
+                     dtype=np.int64).reshape(n, 2)
     events = np.array([(round(t * 1e6), m, k, round(c * 1e5), round(mem * 1e5))
                        for t, m, k, c, mem in machine_events], dtype=np.int64)
     n_machines = int(events[:, 1].max()) + 1
-    fleet = Fleet(np.arange(1, n_machines + 1), np.zeros(n_machines, int), np.zeros(n_machines, int),
-                  *events.T)
+    fleet = Fleet(np.arange(1, n_machines + 1), np.zeros(n_machines, int),
+                  np.zeros(n_machines, int), *events.T)
     zeros = np.zeros(n, dtype=np.int64)
-    jobs = Jobs(collection_id=np.arange(n) + 1, submit_us=(np.array(enable_s) * 1e6).astype(np.int64),
+    jobs = Jobs(collection_id=np.arange(n) + 1,
+                submit_us=(np.array(enable_s) * 1e6).astype(np.int64),
                 enable_us=(np.array(enable_s) * 1e6).astype(np.int64), name=zeros,
                 priority=np.full(n, 200), scheduling_class=zeros, scheduler=zeros,
                 vertical_scaling=zeros, cpu_request=units[:, 0], memory_request=units[:, 1],
@@ -249,10 +253,12 @@ def test_machine_events(trace):
         events = events.sort_values("time", kind="stable")
         for remove_time in events.time[events.type == MACHINE_REMOVE]:
             later = events[events.time > remove_time]
-            back = later.time[later.type == MACHINE_ADD].min() if len(later) else trace["horizon_us"]
+            back = (later.time[later.type == MACHINE_ADD].min() if len(later)
+                    else trace["horizon_us"])
             on_machine = runs[runs.machine_id == machine_id]
             assert not on_machine.start.between(remove_time, back, inclusive="left").any()
-            assert not ((on_machine.start < remove_time) & (on_machine.end.fillna(np.inf) > remove_time)).any()
+            assert not ((on_machine.start < remove_time)
+                        & (on_machine.end.fillna(np.inf) > remove_time)).any()
 
 
 def test_lifetimes_are_heavy_tailed(trace):
@@ -298,14 +304,15 @@ def test_collections_have_indexed_tasks_with_one_request(trace):
 
 
 def test_events_of_a_task_come_in_lifecycle_order(trace):
-    events = trace["instance_events"].sort_values(["collection_id", "instance_index", "time", "type"],
-                                                  kind="stable")
+    events = trace["instance_events"].sort_values(
+        ["collection_id", "instance_index", "time", "type"], kind="stable")
     first = events.groupby(["collection_id", "instance_index"]).type.first()
     assert (first == SUBMIT).all()
     scheduled = events[events.type.isin([SCHEDULE, UPDATE_RUNNING] + TERMINAL)]
     assert (scheduled.machine_id > 0).all()
     assert (events.machine_id[events.type.isin([SUBMIT, ENABLE])] == 0).all()
-    assert (events.time.diff().fillna(0)[events.duplicated(["collection_id", "instance_index"])] >= 0).all()
+    repeated = events.duplicated(["collection_id", "instance_index"])
+    assert (events.time.diff().fillna(0)[repeated] >= 0).all()
     assert (events.type == UPDATE_RUNNING).sum() > 0
 
 
@@ -347,7 +354,8 @@ def test_usage_mostly_below_the_request_in_force(trace):
     keys = ["collection_id", "instance_index"]
     in_force = pd.merge_asof(
         usage.sort_values("start_time"),
-        events[keys + ["time", "resource_request.cpus", "resource_request.memory"]].sort_values("time"),
+        events[keys + ["time", "resource_request.cpus", "resource_request.memory"]]
+        .sort_values("time"),
         left_on="start_time", right_on="time", by=keys)
     # assigned_memory is exactly the memory request in force (after UPDATE_RUNNING too).
     assert (in_force.assigned_memory == in_force["resource_request.memory"]).all()
@@ -357,8 +365,8 @@ def test_usage_mostly_below_the_request_in_force(trace):
 
 
 def test_requests_never_exceed_machine_capacity(trace):
-    events = trace["instance_events"].sort_values(["collection_id", "instance_index", "time", "type"],
-                                                  kind="stable")
+    events = trace["instance_events"].sort_values(
+        ["collection_id", "instance_index", "time", "type"], kind="stable")
     held = events[events.type.isin([SCHEDULE, UPDATE_RUNNING] + TERMINAL)].copy()
     keys = ["collection_id", "instance_index"]
     for resource in ("cpus", "memory"):
@@ -366,7 +374,8 @@ def test_requests_never_exceed_machine_capacity(trace):
         previous = request.groupby([held.collection_id, held.instance_index]).shift(1).fillna(0)
         held[resource] = np.select([held.type == SCHEDULE, held.type == UPDATE_RUNNING],
                                    [request, request - previous], -request)
-    per_time = held.groupby(["machine_id", "time"])[["cpus", "memory"]].sum().groupby(level=0).cumsum()
+    per_time = (held.groupby(["machine_id", "time"])[["cpus", "memory"]].sum()
+                .groupby(level=0).cumsum())
     capacity = trace["machine_events"].rename(columns={"time": "from"})
     capacity = capacity[capacity.type != MACHINE_REMOVE].sort_values("from")
     used = pd.merge_asof(per_time.reset_index().sort_values("time"), capacity, left_on="time",
@@ -381,8 +390,10 @@ def test_tasks_of_a_job_have_correlated_usage(trace):
     usage = trace["instance_usage"]
     usage = usage[usage.end_time - usage.start_time == 300 * 10**6]
     log_cpu = np.log(usage["average_usage.cpus"])
-    deviation = log_cpu - log_cpu.groupby([usage.collection_id, usage.instance_index]).transform("mean")
-    usage = usage.assign(deviation=deviation).sort_values(["start_time", "collection_id", "instance_index"])
+    deviation = log_cpu - log_cpu.groupby([usage.collection_id, usage.instance_index]) \
+        .transform("mean")
+    usage = usage.assign(deviation=deviation) \
+        .sort_values(["start_time", "collection_id", "instance_index"])
     same_job = usage.groupby(["start_time", "collection_id"]).deviation.shift(-1)
     first_of_job = usage.drop_duplicates(["start_time", "collection_id"])
     other_job = first_of_job.groupby("start_time").deviation.shift(-1)
@@ -391,7 +402,8 @@ def test_tasks_of_a_job_have_correlated_usage(trace):
         both = b.notna()
         return np.corrcoef(a[both], b[both])[0, 1]
 
-    assert correlation(usage.deviation, same_job) > correlation(first_of_job.deviation, other_job) + 0.2
+    assert (correlation(usage.deviation, same_job)
+            > correlation(first_of_job.deviation, other_job) + 0.2)
 
 
 def test_usage_follows_a_daily_cycle(trace):

@@ -33,7 +33,7 @@ def test_readme_table_reference_is_up_to_date():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for name, schema in schemas.TABLES.items():
+    for name in schemas.TABLES:
         assert f"#### `{name}`" in readme
     field = schemas.PLACEMENT_SUMMARY.field("empty_hosts_pct_vs_best_fit_pp")
     assert (f"| `empty_hosts_pct_vs_best_fit_pp` | float64 | yes | "

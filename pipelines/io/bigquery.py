@@ -130,7 +130,8 @@ def read_client():
         return bigquery_storage.BigQueryReadClient()
     import grpc
     from google.cloud.bigquery_storage_v1.services.big_query_read.transports import (
-        BigQueryReadGrpcTransport)
+        BigQueryReadGrpcTransport,
+    )
     return bigquery_storage.BigQueryReadClient(
         transport=BigQueryReadGrpcTransport(channel=grpc.insecure_channel(host)))
 

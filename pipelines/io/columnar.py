@@ -7,9 +7,9 @@ rows that fail a vectorised check, and pieces of a file the columnar JSON reader
 might read differently (split in halves until they parse, or are small enough to read row by
 row). So dead letters keep their exact reasons and raw text, and the counts stay exact.
 
-JSON and CSV are read from `readers.file_blocks`, so a cut or corrupt compressed file still fails the
-run naming it. The vectorised checks are conservative on purpose: a row they cannot vouch for
-(NaN or Infinity literals anywhere in its piece, invalid UTF-8, text where a number is due,
+JSON and CSV are read from `readers.file_blocks`, so a cut or corrupt compressed file still fails
+the run naming it. The vectorised checks are conservative on purpose: a row they cannot vouch
+for (NaN or Infinity literals anywhere in its piece, invalid UTF-8, text where a number is due,
 CRLF line ends) costs the per-row rate, never a different answer.
 """
 

@@ -79,7 +79,7 @@ def read_json(path: str):
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             data = handle.read()
-    except (OSError, IOError) as e:
+    except OSError as e:
         raise ValueError(f"cannot be read: {e.__class__.__name__}: {e}") from None
     if not data:
         raise ValueError("empty file")

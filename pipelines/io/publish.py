@@ -46,9 +46,20 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.io import manifests
 from pipelines.io.failures import RunFailed
 from pipelines.io.manifests import MANIFEST, STATE_DIR, ManifestError, is_local
-from pipelines.io.root_files import (delete_file, ensure_dir, files_under, is_directory,
-                                     link_below, lock, occupied, outside_key, refuse_link,
-                                     relative_to, remove_empty_dirs, rename)
+from pipelines.io.root_files import (
+    delete_file,
+    ensure_dir,
+    files_under,
+    is_directory,
+    link_below,
+    lock,
+    occupied,
+    outside_key,
+    refuse_link,
+    relative_to,
+    remove_empty_dirs,
+    rename,
+)
 
 PLAN = "publication_plan.json"
 _LOG = logging.getLogger("fleetcast.publish")

@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import progress, schemas
 from pipelines.io import bigquery, manifests, publish, spill
 
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` with exactly the columns of `schema`, in its order and types."""
     missing = [f.name for f in schema if f.name not in table.column_names]

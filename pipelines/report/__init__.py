@@ -5,9 +5,10 @@
                      tables
     figures/*.png    every figure, also as figures/*.svg
 
-One module per stage's figures: overcommit.py, placement.py, lifetime.py, shaping.py; figures.py saves
-and embeds them. The report reads a local results directory as `fleetcast query` does: the
-files its run manifest lists (pipelines/io/publish.py), and the config the manifest records.
+One module per stage's figures: overcommit.py, placement.py, lifetime.py, shaping.py;
+figures.py saves and embeds them. The report reads a local results directory as `fleetcast
+query` does: the files its run manifest lists (pipelines/io/publish.py), and the config the
+manifest records.
 """
 
 import datetime

@@ -22,7 +22,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from configs.units import DAY_US
 from pipelines import schemas
-from pipelines.io.failures import RunFailed
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
@@ -32,6 +31,7 @@ from pipelines.io.dead_letters import (
     counts,
     dead_letter_table,
 )
+from pipelines.io.failures import RunFailed
 
 SOURCE = "azure_packing_2020"
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from pipelines import schemas
 from pipelines.io import columnar, sharding, spill
+from pipelines.io.columnar import DISTRIBUTION, FLOAT, INT, Field
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
@@ -39,7 +40,6 @@ from pipelines.io.dead_letters import (
     to_float,
     to_int,
 )
-from pipelines.io.columnar import DISTRIBUTION, FLOAT, INT, Field
 from pipelines.io.readers import ReadTableChunks, file_format, read_bigquery
 from pipelines.sources import join
 

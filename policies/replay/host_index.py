@@ -173,15 +173,15 @@ class HostIndex:
         if not blocks:
             return NO_HOST
         lo_key = (weighted_size - _SCORE_SLACK,)
-        block = bisect_right(self._separators, lo_key) - 1
-        if block < 0:
-            block, start = 0, 0
+        first_block = bisect_right(self._separators, lo_key) - 1
+        if first_block < 0:
+            first_block, start = 0, 0
         else:
-            start = bisect_left(blocks[block], lo_key)
+            start = bisect_left(blocks[first_block], lo_key)
         max_room_0, max_room_last = self._max_room_0, self._max_room_last
         demand_0, demand_last = demand[0], demand[-1]
         two_dims = self._two_dims
-        for block in range(block, len(blocks)):
+        for block in range(first_block, len(blocks)):
             if demand_0 <= max_room_0[block] and demand_last <= max_room_last[block]:
                 for key in islice(blocks[block], start, None):
                     if (demand_0 <= key[2] and demand_last <= key[3]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from configs.checks import Limit
 from configs.registry import Registry
+
 # LAVA's class edges, for the LAVA class classifiers (policies/ is plain Python).
 from policies.lava import LAVA_CLASS_BOUNDS_S
 from predictors.lifetime.base import LifetimeModel

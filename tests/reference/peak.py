@@ -217,7 +217,7 @@ class ReferenceRcLike(_StatefulReference):
     def predict_warm(self, step, entries):
         total = 0.0
         for entry in entries:
-            ratios = [u / l for u, l in zip(entry.state.usage, entry.state.limit)]
+            ratios = [usage / limit for usage, limit in zip(entry.state.usage, entry.state.limit)]
             total += np.percentile(np.array(ratios), self.percentile) * entry.state.limit[-1]
         return total
 

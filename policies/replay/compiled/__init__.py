@@ -49,6 +49,7 @@ from policies.lava import LAVA_CLASS_BOUNDS_S, Lava
 from policies.nilas import TEMPORAL_COST_BUCKETS_S, Nilas
 from policies.replay.compiled import kernel_cache
 from policies.replay.compiled.events import run_until
+from policies.replay.compiled.rows import add_row
 from policies.replay.compiled.slots import (
     ARRIVAL,
     ARRIVED,
@@ -80,7 +81,6 @@ from policies.replay.compiled.slots import (
     VM,
     VM_COLUMNS,
 )
-from policies.replay.compiled.rows import add_row
 from policies.replay.pool import PoolState, used_above_room
 from predictors.lifetime.curves import _NEVER_US, LifetimeCurves, uptime_us_bounds
 

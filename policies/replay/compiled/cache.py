@@ -7,6 +7,7 @@ import numpy as np
 
 from policies.replay.compiled.curves import look_up, valid_until
 from policies.replay.compiled.heap import heap_pop, heap_push, sort_pairs
+from policies.replay.compiled.rows import row_at
 from policies.replay.compiled.slots import (
     BATCHES,
     BLOCK_MAX_REM,
@@ -31,7 +32,6 @@ from policies.replay.compiled.slots import (
     REM,
     STALE,
 )
-from policies.replay.compiled.rows import row_at
 
 
 @numba.njit(cache=True, _nrt=False)

@@ -16,6 +16,7 @@ from policies.replay.compiled.lava import (
     select_lava,
 )
 from policies.replay.compiled.nilas import select
+from policies.replay.compiled.rows import add_row, drop_row, host_of_row, position
 from policies.replay.compiled.slots import (
     ARRIVAL,
     ARRIVED,
@@ -34,10 +35,10 @@ from policies.replay.compiled.slots import (
     LIVE,
     MAX_REM,
     METRICS_US,
+    N_TOUCHED,
     NEXT_BLOCK,
     NO_END,
     NOW,
-    N_TOUCHED,
     PLACED_SEQ,
     PLACEMENTS,
     POLICY,
@@ -51,7 +52,6 @@ from policies.replay.compiled.slots import (
     TIMERS_N,
     VM,
 )
-from policies.replay.compiled.rows import add_row, drop_row, host_of_row, position
 from policies.replay.pool import NO_EXIT_US
 
 
