@@ -10,11 +10,11 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    # tests/ (with the slow reference implementations the tests compare against) is not
-    # installed.
+    # tests/ is not installed; fleetcast_testing/ (the reference implementations that the tests
+    # and scripts/bench_*.py compare against) is, so that scripts import it from anywhere.
     packages=setuptools.find_packages(include=[
         "pipelines", "pipelines.*", "predictors", "predictors.*", "policies", "policies.*",
-        "synthetic", "synthetic.*", "configs"]),
+        "synthetic", "synthetic.*", "configs", "fleetcast_testing", "fleetcast_testing.*"]),
     package_data={"configs": ["*.proto", "*.textproto"]},
     install_requires=[
         "apache-beam[gcp]",

@@ -6,7 +6,7 @@
    machines in under two minutes) unless --trace names an existing one.
 2. Parses it into Arrow tables (not timed) and times the as-of join of every usage window
    (pipelines.sources.google_v3.join_usage: factorize + sort + binary search) on the whole input.
-3. Times the brute-force quadratic join (tests/reference/join.py: every window scans
+3. Times the brute-force quadratic join (fleetcast_testing/reference/join.py: every window scans
    every event) and the fast join on the same sample of instances, and prints the ratio.
 4. Times the whole Beam pipeline (read, parse, shard, build instances, join, write Parquet)
    on the DirectRunner.
@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 import synthetic
+from fleetcast_testing.reference import join as reference  # noqa: E402
 from pipelines.io.readers import (  # noqa: E402
     BLOCK_BYTES,
     CHUNK_ROWS,
@@ -33,7 +34,6 @@ from pipelines.io.readers import (  # noqa: E402
     json_chunks,
 )
 from pipelines.sources import google_v3, join  # noqa: E402
-from tests.reference import join as reference  # noqa: E402
 
 
 def parse_table(trace_dir: str, table: str, parser) -> pa.Table:

@@ -31,6 +31,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from fleetcast_testing.azure_samples import AZURE_VMTABLE, load_azure_instances  # noqa: E402
 from predictors.lifetime.curves import LifetimeCurves  # noqa: E402
 from predictors.lifetime.examples import (  # noqa: E402
     ABSOLUTE_AGES,
@@ -42,7 +43,6 @@ from predictors.lifetime.examples import (  # noqa: E402
     make_examples,
 )
 from predictors.lifetime.uptime_model import UptimeLifetimeModel  # noqa: E402
-from tests.helpers import AZURE_VMTABLE, load_azure_instances  # noqa: E402
 
 CAP_S = DAY_S
 

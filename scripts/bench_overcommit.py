@@ -3,7 +3,7 @@
 1. Predictor level (no Beam): a synthetic cell built in numpy (machines x one week of 5-minute
    steps, tasks arriving and leaving, diurnal usage with bursts, a few missing steps). For
    the oracle and each predictor: task-samples per second on the whole cell, and the speed-up
-   against the per-step reference (tests/reference/peak.py) on the same subset input
+   against the per-step reference (fleetcast_testing/reference/peak.py) on the same subset input
    (the reference is too slow for the whole cell; its subset is printed).
 2. End to end on the DirectRunner: a synthetic Google-v3 trace (synthetic, one
    week x 100 machines by default) through the whole run (source, join, overcommit stage with
@@ -41,6 +41,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 
 import synthetic  # noqa: E402
+from fleetcast_testing.reference import peak as ref  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 from pipelines.sources.synthetic import GOOGLE_V3_TABLES  # noqa: E402
@@ -56,7 +57,6 @@ from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
 from predictors.peak.rc_like import RcLikePredictor  # noqa: E402
 from predictors.peak.task_avg import AvgPredictor  # noqa: E402
 from predictors.peak.task_max import MaxPredictor  # noqa: E402
-from tests.reference import peak as ref  # noqa: E402
 
 STEP_S = 300
 HOUR_US = 3_600_000_000

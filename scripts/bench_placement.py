@@ -38,6 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import pandas as pd
 
+from fleetcast_testing.reference.placement_simulator import simulate_reference
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
@@ -53,7 +54,6 @@ from policies.replay.simulator import PlacementTrace, simulate
 from predictors.lifetime.curves import LifetimeCurves
 from predictors.lifetime.examples import make_age_examples
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
-from tests.reference.placement_simulator import simulate_reference
 
 HOST_SHAPE = (48.0, 192.0)
 VM_SHAPES = np.array([[1, 1.75], [2, 3.5], [4, 7], [8, 14], [1, 0.75], [8, 56], [16, 112]])

@@ -1,8 +1,8 @@
 """Benchmark of the shaping simulator (issue 12): simulated component-steps per second per
 core for each policy with oracle forecasts on 002 §IV-A's cluster (250 hosts x 32 cores /
 128 GB) with >= 10,000 applications, and the ratio against the per-component reference step
-(tests/reference/shaping_simulator.py) on the same input in the same run. Forecaster fits
-are timed separately, per fit, on a sample of the usage series.
+(fleetcast_testing/reference/shaping_simulator.py) on the same input in the same run.
+Forecaster fits are timed separately, per fit, on a sample of the usage series.
 
     .venv/bin/python scripts/bench_shaping.py [--apps 10000] [--reference_steps 300]
 
@@ -19,6 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from fleetcast_testing.reference.shaping_simulator import simulate_reference  # noqa: E402
+from fleetcast_testing.shaping_workloads import random_workload  # noqa: E402
 from policies.shaping.cluster.cluster import Cluster  # noqa: E402
 from policies.shaping.cluster.simulator import simulate  # noqa: E402
 from policies.shaping.forecasters import (  # noqa: E402
@@ -28,8 +30,6 @@ from policies.shaping.forecasters import (  # noqa: E402
     forecast_workload,
 )
 from policies.shaping.registry import SHAPING_POLICIES  # noqa: E402
-from tests.reference.shaping_simulator import simulate_reference  # noqa: E402
-from tests.shaping_workloads import random_workload  # noqa: E402
 
 INTERVAL = 12
 

@@ -5,8 +5,9 @@ GP's Cholesky factorizations, statsmodels' ARIMA fits) about 10x slower on a sha
 machine, and it is inherited by the notebook kernels the tests start; one thread per process
 is what the pipelines' workers run anyway (a process per core).
 
-Below that setup: the fixtures over the real Azure V1 samples in ../shared/data (the plain
-loaders they use are in tests/helpers.py).
+Below that setup, the fixtures shared by test modules: the real Azure V1 samples in
+../shared/data (fleetcast_testing/azure_samples.py), and a small fitted lifetime model. Plain
+helpers and constants are in tests/helpers.py.
 """
 
 import os
@@ -14,14 +15,19 @@ import os
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.helpers import (  # noqa: E402
+from configs.units import US_PER_S  # noqa: E402
+from fleetcast_testing.azure_samples import (  # noqa: E402
     AZURE_READINGS,
     AZURE_VMTABLE,
     load_azure_instances,
-    require_sample,
 )
+from predictors.lifetime.examples import make_uptime_examples  # noqa: E402
+from predictors.lifetime.uptime_model import UptimeLifetimeModel  # noqa: E402
+from tests.helpers import require_sample  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +47,26 @@ def azure_readings():
 def azure_instances(azure_vmtable):
     """The vmtable sample as canonical instances (a DataFrame; do not modify it)."""
     return load_azure_instances(azure_vmtable)
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    """(an UptimeLifetimeModel fitted on 1,200 instances whose job sets the lifetime over five
+    days, those instances' encoded features)."""
+    rng = np.random.default_rng(7)
+    n = 1200
+    job = rng.integers(0, 8, n)
+    start = np.sort(rng.uniform(0, 5 * 86400, n))
+    frame = pd.DataFrame({
+        "instance_id": [f"i{k}" for k in range(n)],
+        "start_time": (start * US_PER_S).astype(np.int64),
+        "end_time": ((start + 10 ** (2 + 0.4 * job + rng.normal(0, 0.2, n))) * US_PER_S
+                     ).astype(np.int64),
+        "collection_logical_name": [f"job{j}" for j in job],
+        "cpu_request": rng.choice([0.5, 1.0], n)})
+    examples, _ = make_uptime_examples(frame)
+    model = UptimeLifetimeModel(num_trees=30, num_leaves=16, learning_rate=0.3,
+                                early_stopping_rounds=0, uptime_max_bin=32, num_threads=1,
+                                features=["collection_logical_name", "cpu_request"]).fit(
+        examples)
+    return model, model.encode(frame)

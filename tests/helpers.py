@@ -1,13 +1,17 @@
-"""Shared test helpers: running a config in-process, reading its Parquet outputs, and the
-real Azure V1 samples in ../shared/data (see its README.md). Fixtures over these are in
-conftest.py; the plain functions and constants here also serve module-level code and scripts."""
+"""Helpers shared by the test modules (fixtures are in conftest.py): running a config in
+process and reading its Parquet outputs, a tiny Azure V1 trace and config, comparing tables,
+random placement pools and a replay checker, a hand driver of placement policies, a small
+trace whose job name sets the lifetime, and the README's code blocks. Test modules import from
+here, never from each other; what benchmarks share with tests is in fleetcast_testing/."""
 
 import glob
 import gzip
 import hashlib
 import json
+import math
 import os
 import pathlib
+import re
 
 import numpy as np
 import pandas as pd
@@ -15,16 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from configs.units import US_PER_S
 from pipelines import cli, schemas
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
 from pipelines.io.manifests import STATE_DIR
-from pipelines.sources.azure_v1 import VMTABLE_COLUMNS
+from policies.replay.pool import FIT_TOLERANCE, PoolSpec, PoolState
+from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-AZURE_DATA = REPO.parent / "shared" / "data"
-AZURE_VMTABLE = AZURE_DATA / "azure_v1_vmtable_a.csv.gz"
-AZURE_READINGS = AZURE_DATA / "azure_v1_vm_cpu_readings_a.csv.gz"
 
 
 def run_text_config(text: str, output_dir, beam_args=("--runner=DirectRunner",)):
@@ -84,35 +87,11 @@ def write_gz_lines(path, lines) -> None:
 
 
 def require_sample(path: pathlib.Path) -> pathlib.Path:
-    """`path` if that Azure sample exists; otherwise skips the calling test."""
+    """`path` if that Azure sample (fleetcast_testing.azure_samples) exists; otherwise skips
+    the calling test."""
     if not path.exists():
         pytest.skip(f"Azure sample not found at {path} (../shared/data)")
     return path
-
-
-def read_vmtable(path=AZURE_VMTABLE, **read_csv_kwargs) -> pd.DataFrame:
-    """The Azure V1 vmtable CSV (no header) with its column names."""
-    return pd.read_csv(path, header=None, names=list(VMTABLE_COLUMNS), **read_csv_kwargs)
-
-
-def load_azure_instances(path=AZURE_VMTABLE) -> pd.DataFrame:
-    """The vmtable as canonical instances, the shape the Azure V1 source produces."""
-    raw = read_vmtable(path)
-    instances = pd.DataFrame({
-        "instance_id": raw["vmid"].astype(str),
-        "start_time": np.round(raw["vmcreated"].to_numpy() * 1e6).astype(np.int64),
-        "end_time": pd.array(np.round(raw["vmdeleted"].to_numpy() * 1e6), dtype="Int64"),
-        "end_type": np.where(raw["vmdeleted"].isna(), None, "DELETED"),
-        "cpu_request": raw["vmcorecount"].astype(np.float64),
-        "memory_request": raw["vmmemory"].astype(np.float64),
-        "pool": "azure",
-        "subscription_id": None,
-        "deployment_id": raw["deploymentid"].astype(str),
-        "vm_category": None,
-    })
-    instances["deployment_size"] = instances.groupby("deployment_id")["instance_id"] \
-        .transform("size").astype(np.int64)
-    return instances
 
 
 def write_manifest(root) -> dict:
@@ -165,3 +144,149 @@ def snapshot(root):
             with open(path, "rb") as handle:
                 files[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
     return files
+
+
+def readme_block(class_name: str) -> str:
+    """The README's ```python block that defines `class_name`, as printed."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    (block,) = [b for b in blocks if f"class {class_name}(" in b]
+    return block
+
+def _sorted_rows(table: pa.Table):
+    """The rows of `table` as dicts, in an order that does not depend on the row order (NaN
+    sorts as a string)."""
+    def key(row):
+        return repr(sorted((k, "nan" if isinstance(v, float) and math.isnan(v) else v)
+                           for k, v in row.items()))
+    return sorted(table.to_pylist(), key=key)
+
+
+def assert_same_rows(a: pa.Table, b: pa.Table):
+    """`a` and `b` hold the same rows, in any order (NaN equal to NaN)."""
+    assert a.num_rows == b.num_rows
+    for x, y in zip(_sorted_rows(a), _sorted_rows(b)):
+        assert x.keys() == y.keys()
+        for name in x:
+            both_nan = (isinstance(x[name], float) and isinstance(y[name], float)
+                        and math.isnan(x[name]) and math.isnan(y[name]))
+            assert both_nan or x[name] == y[name], (name, x, y)
+
+
+# Placement replays: random pools, a checker of a replay's decisions, a hand driver of a policy.
+
+def random_pool(seed, num_vms=300, num_hosts=8, zero_lifetime_fraction=0.0):
+    """Heavy-tailed lifetimes (minutes to weeks), VMs alive before the start (negative
+    arrivals), arrivals on a 1-minute grid (ties), two host sizes; optionally a fraction of
+    VMs that exit at the instant they arrive."""
+    rng = np.random.default_rng(seed)
+    lifetime_s = np.clip(10 ** rng.normal(3.5, 1.2, num_vms), 60, 30 * 86400).round()
+    arrival_s = (np.cumsum(rng.exponential(150, num_vms)) - 4 * 3600) // 60 * 60
+    demand = np.column_stack([rng.choice([1.0, 2.0, 4.0, 8.0], num_vms),
+                              rng.choice([1.75, 3.5, 7.0, 14.0, 28.0], num_vms)])
+    if zero_lifetime_fraction:
+        lifetime_s[rng.random(num_vms) < zero_lifetime_fraction] = 0
+    trace = PlacementTrace((arrival_s * US_PER_S).astype(np.int64),
+                           ((arrival_s + lifetime_s) * US_PER_S).astype(np.int64), demand)
+    capacity = np.where(np.arange(num_hosts)[:, None] % 3 == 0, [24.0, 48.0], [16.0, 64.0])
+    return trace, PoolSpec(capacity)
+
+
+def check_replay(trace, pool, host_of_vm, start_us, end_us, fails_only_if_nothing_fits=True):
+    """Replays the decisions: no host over capacity; a VM failed only if no host fit it
+    (class First-Fit keeps classes apart, so it may fail VMs that fit another class)."""
+    capacity = pool.capacity * (1 + FIT_TOLERANCE)
+    used = np.zeros_like(pool.capacity)
+    events = []
+    for vm in range(len(trace)):
+        arrival, exit_ = int(trace.arrival_us[vm]), int(trace.exit_us[vm])
+        if arrival < start_us <= exit_ and exit_ > start_us:
+            events.append((start_us, 1, vm))             # warm-up: placed at the start
+        elif start_us <= arrival <= end_us:
+            events.append((arrival, 1, vm))
+        if host_of_vm[vm] >= 0 and exit_ <= end_us:
+            events.append((exit_, 0, vm))
+    for _, is_arrival, vm in sorted(events):
+        host, demand = host_of_vm[vm], trace.demand[vm]
+        if not is_arrival:
+            used[host] -= demand
+        elif host == FAILED:
+            fits_somewhere = np.any(np.all(used + demand <= capacity, axis=1))
+            assert not (fails_only_if_nothing_fits and fits_somewhere), f"VM {vm} fit"
+        else:
+            assert host != NOT_REPLAYED
+            used[host] += demand
+            assert np.all(used[host] <= capacity[host]), f"host {host} over capacity"
+    return used
+
+
+class Driver:
+    """Places and removes VMs on a pool of (10 CPU, 10 memory) hosts by hand."""
+
+    def __init__(self, policy, num_hosts=3, capacity=(10.0, 10.0)):
+        self.pool = PoolState(PoolSpec.from_shape(capacity, num_hosts))
+        self.policy = policy
+        self.timers = []
+        self.demand = {}
+        policy.bind(self.pool, lambda time_us, host: self.timers.append((time_us, host)), 0)
+
+    def arrive(self, vm, demand, exit_us, now_us=0):
+        host = self.policy.select(vm, demand, exit_us, now_us)
+        if host >= 0:
+            self.demand[vm] = demand
+            self.pool.place(vm, host, demand, exit_us)
+            self.policy.placed(vm, host, now_us)
+        return host
+
+    def leave(self, vm, now_us=0):
+        host = self.pool.remove(vm, self.demand.pop(vm))
+        self.policy.removed(vm, host, now_us)
+        return host
+
+
+# A small trace whose job name sets the lifetime, and lifetime stage options that learn it fast
+# (the model lifetime sources' and the model publication's tests).
+JOB_LIFETIME_DAYS = 1.5
+JOB_LIFETIME_LA_THRESHOLD_S = 3600
+
+JOB_LIFETIME_STAGE_TEXT = f"""
+  lifetime_cap_s: 21600 train_fraction: 0.5 num_trees: 20 learning_rate: 0.3
+  early_stopping_rounds: 0 min_data_in_leaf: 10 uptime_max_bin: 16
+  long_lived_threshold_s: 3600 long_lived_decision_s: 3600
+  la_threshold_s: {JOB_LIFETIME_LA_THRESHOLD_S}
+  la_target_recall: 0 train_kaplan_meier: false train_no_uptime_ablation: false
+  num_uptime_quantiles: 4 num_shards: 2 train_lava_class_classifiers: true
+"""
+
+
+def job_lifetime_instances(num_vms=500, seed=0):
+    """One pool over 1.5 days whose job name sets the lifetime: log10 lifetime (s) =
+    2.3 + 0.5 · job + N(0, 0.2), job 0..5 (3 minutes to 2 days); still running at the end:
+    censored."""
+    rng = np.random.default_rng(seed)
+    job = rng.integers(0, 6, num_vms)
+    start_s = np.sort(rng.uniform(60, JOB_LIFETIME_DAYS * 86400, num_vms))
+    end_s = start_s + 10 ** (2.3 + 0.5 * job + rng.normal(0, 0.2, num_vms))
+    shape = rng.integers(0, 3, num_vms)
+    rows = []
+    for i in range(num_vms):
+        censored = end_s[i] > JOB_LIFETIME_DAYS * 86400
+        rows.append({
+            "instance_id": f"vm{i:04d}", "pool": "cell", "start_time": int(start_s[i] * US_PER_S),
+            "end_time": None if censored else int(end_s[i] * US_PER_S),
+            "end_type": None if censored else "FINISH",
+            "cpu_request": [0.05, 0.1, 0.2][shape[i]],
+            "memory_request": [0.05, 0.1, 0.15][shape[i]],
+            "collection_logical_name": f"job{job[i]}"})
+    return rows
+
+
+JOB_LIFETIME_MACHINES = [{"machine_id": m, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0,
+                         "pool": "cell"} for m in range(5)]
+
+
+def boundary_uptimes_s(thresholds: np.ndarray) -> np.ndarray:
+    """0 and the uptimes at, just below and just above each threshold."""
+    edges = np.power(10.0, thresholds) - 1.0
+    special = np.concatenate([[0.0], edges, np.nextafter(edges, np.inf),
+                              np.nextafter(edges, -np.inf)])
+    return special[special >= 0]

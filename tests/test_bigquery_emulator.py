@@ -6,7 +6,6 @@ load_table_from_uri job), IAM errors, and BigQuery's own SQL engine (bqemulator 
 BigQuery SQL to DuckDB with SQLGlot).
 """
 
-import math
 import pathlib
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from apache_beam.testing.util import assert_that
 from pipelines import schemas
 from pipelines.io import bigquery, manifests, sinks
 from tests import bigquery_emulator
-from tests.helpers import read_table
+from tests.helpers import assert_same_rows, read_table
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 DATASET = f"{bigquery_emulator.PROJECT}:fleet"
@@ -32,22 +31,6 @@ def emulator(tmp_path_factory):
         bigquery.client().create_dataset("fleet", exists_ok=True)
         yield env
 
-
-def _sorted_rows(table: pa.Table):
-    def key(row):
-        return repr(sorted((k, "nan" if isinstance(v, float) and math.isnan(v) else v)
-                           for k, v in row.items()))
-    return sorted(table.to_pylist(), key=key)
-
-
-def _same_rows(a: pa.Table, b: pa.Table):
-    assert a.num_rows == b.num_rows
-    for x, y in zip(_sorted_rows(a), _sorted_rows(b)):
-        assert x.keys() == y.keys()
-        for name in x:
-            both_nan = (isinstance(x[name], float) and isinstance(y[name], float)
-                        and math.isnan(x[name]) and math.isnan(y[name]))
-            assert both_nan or x[name] == y[name], (name, x, y)
 
 
 USAGE_ROWS = [
@@ -89,7 +72,7 @@ def test_a_table_is_staged_loaded_published_and_read_back_exactly(emulator, tmp_
     with beam.Pipeline() as pipeline:
         read = (pipeline | bigquery.ReadBigQueryTable(table_id, schemas.USAGE)
                 | beam.combiners.ToList())
-        assert_that(read, lambda tables: _same_rows(
+        assert_that(read, lambda tables: assert_same_rows(
             pa.concat_tables(tables[0]), expected))
 
 
@@ -168,7 +151,7 @@ def test_every_table_written_to_bigquery_reads_back_equal_to_the_parquet_run(run
                                   for name, table in parquet.items()}
     read_back = _bigquery_tables(sorted(parquet), tmp_path)
     for name, table in parquet.items():
-        _same_rows(sinks.conform(table, schemas.TABLES[name]), read_back[name])
+        assert_same_rows(sinks.conform(table, schemas.TABLES[name]), read_back[name])
     tables = [t.table_id for t in bigquery.client().list_tables("fleet")]
     assert not [t for t in tables if t.startswith(bigquery.STAGING_PREFIX)]
 
@@ -179,7 +162,7 @@ def test_stages_on_tables_loaded_from_bigquery_give_the_parquet_runs_results(run
     stage_tables = [n for n in loaded if n.startswith(("overcommit_", "placement_"))]
     assert len(stage_tables) >= 6
     for name in stage_tables:
-        _same_rows(parquet[name], loaded[name])
+        assert_same_rows(parquet[name], loaded[name])
 
 
 def test_fleetcast_query_runs_sql_in_the_output_dataset(runs):

@@ -26,8 +26,7 @@ from pipelines.config import parse_config
 from pipelines.io import bigquery
 from pipelines.sources import google_v3
 from tests import bigquery_emulator
-from tests.helpers import read_table
-from tests.test_bigquery_emulator import _same_rows
+from tests.helpers import assert_same_rows, read_table
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 PROJECT = bigquery_emulator.PROJECT
@@ -202,7 +201,7 @@ def test_a_run_on_the_trace_in_bigquery_equals_the_run_on_its_json_files(
                                              preserve_index=False)
         if name == "dead_letters":  # a BigQuery row has no raw line to keep
             files, from_bigquery = (t.drop_columns(["raw"]) for t in (files, from_bigquery))
-        _same_rows(files, from_bigquery)
+        assert_same_rows(files, from_bigquery)
     assert read_table(tmp_path / "bq" / "usage").shape[0] > 1000
     done = _fleetcast(tmp_path, "estimate", "bigquery.textproto")
     lines = done.stdout.splitlines()

@@ -4,6 +4,7 @@ pools large enough for the index to split its Best-Fit order into several blocks
 import numpy as np
 import pytest
 
+from fleetcast_testing.reference.placement_simulator import simulate_reference
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
@@ -14,7 +15,6 @@ from policies.replay.host_index import NO_HOST, HostGroups
 from policies.replay.lifetime_source import OracleLifetimes
 from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
-from tests.reference.placement_simulator import simulate_reference
 
 S = 1_000_000
 GROUPS = ("a", "b", None)

@@ -16,10 +16,11 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import FileMetadata
 
 import synthetic
+from fleetcast_testing.azure_samples import AZURE_READINGS, AZURE_VMTABLE
 from pipelines.io.failures import RunFailed
 from pipelines.io.readers import file_blocks
 from pipelines.sources.synthetic import GOOGLE_V3_TABLES
-from tests.helpers import AZURE_READINGS, AZURE_VMTABLE, REPO, require_sample
+from tests.helpers import REPO, require_sample
 
 FLEETCAST = [sys.executable, "-m", "pipelines.cli"]
 

@@ -14,8 +14,12 @@ import pipelines.stages.placement as placement_stage
 from pipelines import schemas
 from pipelines.io import publish
 from pipelines.stages.lifetime import load_model
-from tests.helpers import run_text_config
-from tests.test_placement_model_sources import LIFETIME_TEXT, MACHINES, instance_rows
+from tests.helpers import (
+    JOB_LIFETIME_MACHINES,
+    JOB_LIFETIME_STAGE_TEXT,
+    job_lifetime_instances,
+    run_text_config,
+)
 
 PLACEMENT_TEXT = ("policy: BEST_FIT policy: NILAS lifetime_source { uptime_model: true } "
                   "warmup_s: 21600 sample_period_s: 1800 seed: 5")
@@ -35,14 +39,15 @@ def _hashes(directory):
 
 def _write_inputs(root):
     """The instances and machines as Parquet inputs under `root` (LoadOrWrite input)."""
-    for table, rows in (("instances", instance_rows(num_vms=300)), ("machines", MACHINES)):
+    for table, rows in (("instances", job_lifetime_instances(num_vms=300)),
+                        ("machines", JOB_LIFETIME_MACHINES)):
         directory = root / f"in_{table}"
         directory.mkdir(parents=True)
         pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
                        directory / "part-0.parquet")
 
 
-def _run(root, model_dir, lifetime_text=LIFETIME_TEXT):
+def _run(root, model_dir, lifetime_text=JOB_LIFETIME_STAGE_TEXT):
     """Runs the lifetime stage and a placement with the uptime model into root/out."""
     lifetime = lifetime_text + (f' model_dir: "{model_dir}"' if model_dir else "")
     loads = "\n".join(f'{t} {{ input {{ parquet: "{root}/in_{t}" }} }}'
@@ -96,7 +101,7 @@ def test_models_are_published_with_the_run_and_a_failed_run_leaves_them(
                         _failing_after_the_replays(out, model_dir, record))
     with pytest.raises(Exception, match="injected failure after the replays"):
         _run(tmp_path, None if inside_the_output else model_dir,
-             LIFETIME_TEXT.replace("num_trees: 20", "num_trees: 7"))
+             JOB_LIFETIME_STAGE_TEXT.replace("num_trees: 20", "num_trees: 7"))
     seen = json.loads(record.read_text())
     staged_models = {f.split("/uptime/")[1]: h for f, h in seen["staged"].items()
                      if "/uptime/" in f}

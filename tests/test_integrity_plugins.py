@@ -19,8 +19,7 @@ from policies.policy import CheckedPolicy, PlacementPolicy
 from policies.replay.lifetime_source import OracleLifetimes
 from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
-from tests.helpers import read_table
-from tests.test_plugins import readme_block
+from tests.helpers import read_table, readme_block
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 

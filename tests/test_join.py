@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from fleetcast_testing.reference import join as reference
 from pipelines.io.readers import RowChunk
 from pipelines.sources import google_v3, join
-from tests.reference import join as reference
 
 
 def test_factorize_codes_follow_sorted_key_order():

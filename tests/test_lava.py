@@ -15,8 +15,7 @@ from policies.registry import PLACEMENT_POLICIES
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import FAILED, simulate
-from tests.test_placement_policies import Driver
-from tests.test_placement_simulator import check_replay, random_pool
+from tests.helpers import Driver, check_replay, random_pool
 
 S = 1_000_000
 MIN = 60 * S

@@ -18,6 +18,7 @@ from predictors.lifetime.curves import (
 )
 from predictors.lifetime.examples import make_age_examples, make_uptime_examples
 from predictors.lifetime.uptime_model import UptimeLifetimeModel, log10_uptime
+from tests.helpers import boundary_uptimes_s
 
 DAY_S = 86400.0
 MODEL = dict(num_trees=30, num_leaves=16, learning_rate=0.3, early_stopping_rounds=0,
@@ -50,13 +51,6 @@ def fitted(request):
     model = UptimeLifetimeModel(uptime_max_bin=32, **MODEL).fit(examples)
     return model, model.encode(instances(300, seed=2))
 
-
-def boundary_uptimes_s(thresholds: np.ndarray) -> np.ndarray:
-    """0 and the uptimes at, just below and just above each threshold."""
-    edges = np.power(10.0, thresholds) - 1.0
-    special = np.concatenate([[0.0], edges, np.nextafter(edges, np.inf),
-                              np.nextafter(edges, -np.inf)])
-    return special[special >= 0]
 
 
 def test_exact_curves_equal_direct_calls_at_random_and_boundary_uptimes(fitted):

@@ -40,8 +40,6 @@ from tests.helpers import run_text_config
 US = 10**6
 DAY_S = 86400
 NOTEBOOK = os.path.join(os.path.dirname(__file__), "..", "notebooks", "lifetime.ipynb")
-VMTABLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                       "azure_v1_vmtable_a.csv.gz")
 CAP_S = DAY_S
 TRAIN_FRACTION = 0.6
 LIFETIME_CONFIG = f"""
@@ -392,13 +390,11 @@ def test_config_errors_name_the_lifetime_field(block, problem):
 
 
 @pytest.fixture(scope="module")
-def azure_run(tmp_path_factory):
-    if not os.path.exists(VMTABLE):
-        pytest.skip(f"Azure V1 vmtable sample not found at {os.path.abspath(VMTABLE)}")
+def azure_run(tmp_path_factory, azure_vmtable):
     root = tmp_path_factory.mktemp("azure")
     # Every 5th VM of the 3.5 days keeps the test quick (deployment sizes shrink with it).
     subset = root / "vmtable.csv.gz"
-    with gzip.open(VMTABLE, "rt") as source, gzip.open(subset, "wt") as sample:
+    with gzip.open(azure_vmtable, "rt") as source, gzip.open(subset, "wt") as sample:
         sample.writelines(itertools.islice(source, 0, None, 5))
     tables = run_text_config(f"""
         azure_v1 {{ vmtable: "{subset}" }}

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fleetcast_testing.reference import peak as ref
 from predictors.peak.arima_forecaster import ArimaForecaster
 from predictors.peak.avg_decorator import AvgDecorator
 from predictors.peak.borg_default import BorgDefaultPredictor
@@ -18,7 +19,6 @@ from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
 from predictors.peak.rc_like import RcLikePredictor
 from predictors.peak.task_avg import AvgPredictor
 from predictors.peak.task_max import MaxPredictor
-from tests.reference import peak as ref
 
 STEP_US = 300_000_000
 LIMITS = (0.25, 0.5, 1.0, 2.0)

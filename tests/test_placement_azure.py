@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fleetcast_testing.azure_samples import read_vmtable
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
@@ -11,8 +12,7 @@ from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetime
 from policies.replay.metrics import InflationMix
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
-from tests.helpers import read_vmtable
-from tests.test_placement_simulator import check_replay
+from tests.helpers import check_replay
 
 SAMPLE_END_S = 2_100_000.0
 HOST_SHAPE = (48.0, 192.0)       # cores, GB

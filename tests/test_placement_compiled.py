@@ -34,13 +34,12 @@ from policies.replay.simulator import (
     simulate,
 )
 from predictors.lifetime.curves import LifetimeCurves
-from tests.test_placement_model_sources import small_model  # noqa: F401 (a fixture)
-from tests.test_placement_simulator import random_pool
+from tests.helpers import random_pool
 
 S = 1_000_000
 
 
-def curves_for(small_model, trace, seed):  # noqa: F811
+def curves_for(small_model, trace, seed):
     """The small model's exact curves, each VM of `trace` given a random row's features."""
     model, features = small_model
     rows = np.random.default_rng(seed).integers(0, len(features), len(trace))
@@ -71,7 +70,7 @@ def lava_strict():
                          ids=["best_fit", "nilas", "lava", "lava_strict_recycling"])
 @pytest.mark.parametrize("warm_start", [POLICY_FROM_START, BEST_FIT_UNTIL_METRICS])
 @pytest.mark.parametrize("refresh_interval_s", [900.0, 0.0])
-def test_compiled_engine_equals_python_on_random_pools(  # noqa: F811 (small_model)
+def test_compiled_engine_equals_python_on_random_pools(
         small_model, make_policy, warm_start, refresh_interval_s):
     for seed in range(4):
         trace, pool = random_pool(seed, num_vms=500, num_hosts=10,
@@ -92,7 +91,7 @@ def test_compiled_engine_equals_python_on_random_pools(  # noqa: F811 (small_mod
             assert_same(python, fast)
 
 
-def test_lava_with_given_classes_equals_python(small_model):  # noqa: F811
+def test_lava_with_given_classes_equals_python(small_model):
     for seed in range(3):
         trace, pool = random_pool(seed, num_vms=500, num_hosts=10)
         classes = np.random.default_rng(seed).integers(0, 4, len(trace))
@@ -104,7 +103,7 @@ def test_lava_with_given_classes_equals_python(small_model):  # noqa: F811
             assert_same(python, fast)
 
 
-def test_a_take_over_after_the_end_still_refreshes_as_in_python(small_model):  # noqa: F811
+def test_a_take_over_after_the_end_still_refreshes_as_in_python(small_model):
     trace, pool = random_pool(3, num_vms=300, num_hosts=8)
     lifetimes = curves_for(small_model, trace, 3)
     python, fast = both_engines(trace, pool, Nilas, lifetimes, start_us=3600 * S,
@@ -113,7 +112,7 @@ def test_a_take_over_after_the_end_still_refreshes_as_in_python(small_model):  #
     assert_same(python, fast)
 
 
-def test_what_the_compiled_engine_does_not_support_replays_in_python(small_model):  # noqa: F811
+def test_what_the_compiled_engine_does_not_support_replays_in_python(small_model):
     trace, pool = random_pool(0)
     state = PoolState(pool)
     oracle = OracleLifetimes(trace.lifetime_s())
@@ -161,7 +160,7 @@ def most_live_vms_on_a_host(trace, result):
 
 
 @pytest.mark.parametrize("make_policy", [Nilas, Lava], ids=["nilas", "lava"])
-def test_hosts_of_many_blocks_equal_python(small_model, make_policy):  # noqa: F811
+def test_hosts_of_many_blocks_equal_python(small_model, make_policy):
     for seed in range(2):
         trace, pool = crowded_pool(seed)
         python, fast = both_engines(

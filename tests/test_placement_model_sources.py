@@ -29,20 +29,22 @@ from policies.replay.metrics import InflationMix
 from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
 from predictors.lifetime.curves import LifetimeCurves
-from predictors.lifetime.examples import make_uptime_examples
 from predictors.lifetime.la_classifier import predict_classes
 from predictors.lifetime.registry import LAVA_CLASS_MODEL_NAMES
 from predictors.lifetime.uptime_model import (
-    UptimeLifetimeModel,
     interval_uptimes_s,
     log10_uptime,
 )
-from tests.helpers import run_on_loaded_tables
+from tests.helpers import (
+    JOB_LIFETIME_LA_THRESHOLD_S,
+    JOB_LIFETIME_MACHINES,
+    JOB_LIFETIME_STAGE_TEXT,
+    job_lifetime_instances,
+    run_on_loaded_tables,
+)
 
 S = 1_000_000
-HOUR_S = 3600
-DAYS = 1.5
-LA_THRESHOLD_S = HOUR_S
+LA_THRESHOLD_S = JOB_LIFETIME_LA_THRESHOLD_S
 POLICIES = ("best_fit", "la_binary", "nilas", "lava")
 SOURCES = ("one_shot_model", "uptime_model")
 PLACEMENT_TEXT = f"""
@@ -52,61 +54,29 @@ PLACEMENT_TEXT = f"""
   la_binary_threshold_s: {LA_THRESHOLD_S}
   warmup_s: 21600 sample_period_s: 1800 stranding_every: 4 refresh_interval_s: 900 seed: 5
 """
-LIFETIME_TEXT = f"""
-  lifetime_cap_s: 21600 train_fraction: 0.5 num_trees: 20 learning_rate: 0.3
-  early_stopping_rounds: 0 min_data_in_leaf: 10 uptime_max_bin: 16
-  long_lived_threshold_s: 3600 long_lived_decision_s: 3600 la_threshold_s: {LA_THRESHOLD_S}
-  la_target_recall: 0 train_kaplan_meier: false train_no_uptime_ablation: false
-  num_uptime_quantiles: 4 num_shards: 2 train_lava_class_classifiers: true
-"""
 
-
-def instance_rows(num_vms=500, seed=0):
-    """One pool over 1.5 days whose job name sets the lifetime: log10 lifetime (s) =
-    2.3 + 0.5 · job + N(0, 0.2), job 0..5 (3 minutes to 2 days); still running at the end:
-    censored."""
-    rng = np.random.default_rng(seed)
-    job = rng.integers(0, 6, num_vms)
-    start_s = np.sort(rng.uniform(60, DAYS * 86400, num_vms))
-    end_s = start_s + 10 ** (2.3 + 0.5 * job + rng.normal(0, 0.2, num_vms))
-    shape = rng.integers(0, 3, num_vms)
-    rows = []
-    for i in range(num_vms):
-        censored = end_s[i] > DAYS * 86400
-        rows.append({
-            "instance_id": f"vm{i:04d}", "pool": "cell", "start_time": int(start_s[i] * S),
-            "end_time": None if censored else int(end_s[i] * S),
-            "end_type": None if censored else "FINISH",
-            "cpu_request": [0.05, 0.1, 0.2][shape[i]],
-            "memory_request": [0.05, 0.1, 0.15][shape[i]],
-            "collection_logical_name": f"job{job[i]}"})
-    return rows
-
-
-MACHINES = [{"machine_id": m, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0,
-             "pool": "cell"} for m in range(5)]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     tables, _ = run_on_loaded_tables(
         tmp_path_factory.mktemp("model_sources"),
-        {"instances": instance_rows(), "machines": MACHINES},
-        f"lifetime_model {{ {LIFETIME_TEXT} }}\nplacement {{ {PLACEMENT_TEXT} }}",
+        {"instances": job_lifetime_instances(), "machines": JOB_LIFETIME_MACHINES},
+        f"lifetime_model {{ {JOB_LIFETIME_STAGE_TEXT} }}\nplacement {{ {PLACEMENT_TEXT} }}",
         "model_sources_test")
     return tables
 
 
 def pool_arrays():
     """(trace, instances frame in trace order, hosts) as the stage builds them."""
-    frame = pa.Table.from_pylist(instance_rows(), schema=schemas.INSTANCES).sort_by(
+    frame = pa.Table.from_pylist(job_lifetime_instances(), schema=schemas.INSTANCES).sort_by(
         [("start_time", "ascending"), ("instance_id", "ascending")]).to_pandas()
     end = frame["end_time"].astype("float64").to_numpy()
     start = frame["start_time"].to_numpy()
     latest = int(max(start.max(), np.nanmax(end)))
     trace = PlacementTrace.from_arrays(
         start, end, frame[["cpu_request", "memory_request"]].to_numpy(), end_us=latest)
-    return trace, frame, PoolSpec.from_shape((1.0, 1.0), len(MACHINES))
+    return trace, frame, PoolSpec.from_shape((1.0, 1.0), len(JOB_LIFETIME_MACHINES))
 
 
 class Recording:
@@ -437,25 +407,6 @@ def test_model_lifetimes_take_rows_of_the_encoded_table_once():
     np.testing.assert_array_equal(source.predict_remaining_s(vms, uptime_s), expected)
     assert model.encoded == 1
 
-
-@pytest.fixture(scope="module")
-def small_model():
-    rng = np.random.default_rng(7)
-    n = 1200
-    job = rng.integers(0, 8, n)
-    start = np.sort(rng.uniform(0, 5 * 86400, n))
-    frame = pd.DataFrame({
-        "instance_id": [f"i{k}" for k in range(n)], "start_time": (start * S).astype(np.int64),
-        "end_time": ((start + 10 ** (2 + 0.4 * job + rng.normal(0, 0.2, n))) * S
-                     ).astype(np.int64),
-        "collection_logical_name": [f"job{j}" for j in job],
-        "cpu_request": rng.choice([0.5, 1.0], n)})
-    examples, _ = make_uptime_examples(frame)
-    model = UptimeLifetimeModel(num_trees=30, num_leaves=16, learning_rate=0.3,
-                                early_stopping_rounds=0, uptime_max_bin=32, num_threads=1,
-                                features=["collection_logical_name", "cpu_request"]).fit(
-        examples)
-    return model, model.encode(frame)
 
 
 def test_interval_uptimes_fall_in_their_intervals(small_model):

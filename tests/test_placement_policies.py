@@ -10,37 +10,15 @@ from policies.lava import EMPTY, OPEN, RECYCLING, Lava
 from policies.nilas import Nilas, temporal_cost
 from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import OracleLifetimes
-from policies.replay.pool import PoolSpec, PoolState
+from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
+from tests.helpers import Driver, random_pool
 
 S = 1_000_000
 MIN = 60 * S
 HOUR = 3600 * S
 LC1, LC2, LC3, LC4 = 0, 1, 2, 3
 
-
-class Driver:
-    """Places and removes VMs on a pool of (10 CPU, 10 memory) hosts by hand."""
-
-    def __init__(self, policy, num_hosts=3, capacity=(10.0, 10.0)):
-        self.pool = PoolState(PoolSpec.from_shape(capacity, num_hosts))
-        self.policy = policy
-        self.timers = []
-        self.demand = {}
-        policy.bind(self.pool, lambda time_us, host: self.timers.append((time_us, host)), 0)
-
-    def arrive(self, vm, demand, exit_us, now_us=0):
-        host = self.policy.select(vm, demand, exit_us, now_us)
-        if host >= 0:
-            self.demand[vm] = demand
-            self.pool.place(vm, host, demand, exit_us)
-            self.policy.placed(vm, host, now_us)
-        return host
-
-    def leave(self, vm, now_us=0):
-        host = self.pool.remove(vm, self.demand.pop(vm))
-        self.policy.removed(vm, host, now_us)
-        return host
 
 
 @pytest.mark.parametrize("delta_minutes, cost", [
@@ -188,7 +166,6 @@ def recycling_violations(policy, trace, pool):
 
 
 def test_strict_recycling_never_places_a_vm_on_a_recycling_host_of_its_class_or_higher():
-    from tests.test_placement_simulator import random_pool
     lava_violations = 0
     for seed in range(3):
         trace, pool = random_pool(seed, num_vms=400, num_hosts=6)

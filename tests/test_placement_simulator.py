@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fleetcast_testing.reference.placement_simulator import simulate_reference
 from policies.best_fit import BestFit
 from policies.class_first_fit import ClassFirstFit
 from policies.la import LA_MULTI_CLASS_THRESHOLDS_S, LifetimeAlignment
@@ -11,7 +12,7 @@ from policies.lava import Lava
 from policies.nilas import Nilas
 from policies.quantized_best_fit import QuantizedBestFit
 from policies.replay.lifetime_source import NoisyOracleLifetimes, OracleLifetimes
-from policies.replay.pool import FIT_TOLERANCE, PoolSpec, peak_demand
+from policies.replay.pool import PoolSpec, peak_demand
 from policies.replay.simulator import (
     BEST_FIT_UNTIL_METRICS,
     FAILED,
@@ -19,7 +20,7 @@ from policies.replay.simulator import (
     PlacementTrace,
     simulate,
 )
-from tests.reference.placement_simulator import simulate_reference
+from tests.helpers import check_replay, random_pool
 
 S = 1_000_000
 HOUR = 3600 * S
@@ -41,22 +42,6 @@ POLICY_IDS = ["best_fit", "pbfr", "dpbfr", "la_binary", "la", "class_first_fit",
               "lava", "lava_strict_recycling"]
 
 
-def random_pool(seed, num_vms=300, num_hosts=8, zero_lifetime_fraction=0.0):
-    """Heavy-tailed lifetimes (minutes to weeks), VMs alive before the start (negative
-    arrivals), arrivals on a 1-minute grid (ties), two host sizes; optionally a fraction of
-    VMs that exit at the instant they arrive."""
-    rng = np.random.default_rng(seed)
-    lifetime_s = np.clip(10 ** rng.normal(3.5, 1.2, num_vms), 60, 30 * 86400).round()
-    arrival_s = (np.cumsum(rng.exponential(150, num_vms)) - 4 * 3600) // 60 * 60
-    demand = np.column_stack([rng.choice([1.0, 2.0, 4.0, 8.0], num_vms),
-                              rng.choice([1.75, 3.5, 7.0, 14.0, 28.0], num_vms)])
-    if zero_lifetime_fraction:
-        lifetime_s[rng.random(num_vms) < zero_lifetime_fraction] = 0
-    trace = PlacementTrace((arrival_s * S).astype(np.int64),
-                           ((arrival_s + lifetime_s) * S).astype(np.int64), demand)
-    capacity = np.where(np.arange(num_hosts)[:, None] % 3 == 0, [24.0, 48.0], [16.0, 64.0])
-    return trace, PoolSpec(capacity)
-
 
 def sources(trace, seed):
     return {"oracle": OracleLifetimes(trace.lifetime_s()),
@@ -77,33 +62,6 @@ def test_fast_replay_makes_the_reference_decisions(make_policy, reference, optio
         np.testing.assert_array_equal(fast, expected)
         assert len(np.unique(fast[fast >= 0])) > 2
 
-
-def check_replay(trace, pool, host_of_vm, start_us, end_us, fails_only_if_nothing_fits=True):
-    """Replays the decisions: no host over capacity; a VM failed only if no host fit it
-    (class First-Fit keeps classes apart, so it may fail VMs that fit another class)."""
-    capacity = pool.capacity * (1 + FIT_TOLERANCE)
-    used = np.zeros_like(pool.capacity)
-    events = []
-    for vm in range(len(trace)):
-        arrival, exit_ = int(trace.arrival_us[vm]), int(trace.exit_us[vm])
-        if arrival < start_us <= exit_ and exit_ > start_us:
-            events.append((start_us, 1, vm))             # warm-up: placed at the start
-        elif start_us <= arrival <= end_us:
-            events.append((arrival, 1, vm))
-        if host_of_vm[vm] >= 0 and exit_ <= end_us:
-            events.append((exit_, 0, vm))
-    for _, is_arrival, vm in sorted(events):
-        host, demand = host_of_vm[vm], trace.demand[vm]
-        if not is_arrival:
-            used[host] -= demand
-        elif host == FAILED:
-            fits_somewhere = np.any(np.all(used + demand <= capacity, axis=1))
-            assert not (fails_only_if_nothing_fits and fits_somewhere), f"VM {vm} fit"
-        else:
-            assert host != NOT_REPLAYED
-            used[host] += demand
-            assert np.all(used[host] <= capacity[host]), f"host {host} over capacity"
-    return used
 
 
 @pytest.mark.parametrize("make_policy", [p[0] for p in POLICIES], ids=POLICY_IDS)

@@ -4,7 +4,6 @@ a package in a temporary folder, run end to end through `fleetcast run` and chec
 
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -15,16 +14,10 @@ from configs.registry import PluginError, Registry, build_plugin, convert_param
 from pipelines import config as run_config
 from policies.registry import PLACEMENT_POLICIES
 from predictors.peak.registry import PEAK_PREDICTORS
-from tests.helpers import REPO, read_table
+from tests.helpers import read_table, readme_block
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
-
-def readme_block(class_name: str) -> str:
-    """The README's ```python block that defines `class_name`, as printed."""
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-    (block,) = [b for b in blocks if f"class {class_name}(" in b]
-    return block
 
 
 @pytest.fixture(scope="module")

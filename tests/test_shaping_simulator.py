@@ -5,6 +5,8 @@ reference on random workloads."""
 import numpy as np
 import pytest
 
+from fleetcast_testing.reference.shaping_simulator import algorithm_1_reference, simulate_reference
+from fleetcast_testing.shaping_workloads import random_workload
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.simulator import Simulation, simulate
 from policies.shaping.forecasters import OracleForecaster, forecast_workload
@@ -13,8 +15,6 @@ from policies.shaping.policies.baseline import Baseline
 from policies.shaping.policies.optimistic import Optimistic
 from policies.shaping.policies.pessimistic import Pessimistic, algorithm_1
 from policies.shaping.workload import Workload
-from tests.reference.shaping_simulator import algorithm_1_reference, simulate_reference
-from tests.shaping_workloads import random_workload
 
 INTERVAL = 4
 

@@ -9,7 +9,7 @@ import pytest
 from configs.units import DAY_S, HOUR_S, US_PER_S
 from predictors.lifetime.curves import LongLivedCurves
 from predictors.lifetime.uptime_classifier import UptimeLongLivedClassifier
-from tests.test_lifetime_curves import boundary_uptimes_s
+from tests.helpers import boundary_uptimes_s
 
 SMALL = dict(num_trees=40, num_leaves=8, learning_rate=0.3, early_stopping_rounds=0,
              num_threads=1, min_data_in_leaf=5, min_category_count=1,

@@ -57,7 +57,7 @@ def algorithm_1(running: RunningComponents):
     """(fully preempted applications, preempted elastic components) of 002 Algorithm 1.
 
     Same decisions, in the same order, as taking the components one at a time (the
-    per-application loop of tests/reference/shaping_simulator.py), but only the first
+    per-application loop of fleetcast_testing/reference/shaping_simulator.py), but only the first
     failing take is looked for at a time: in the take sequence (applications in scheduling
     order; core components by index, then elastic ones oldest first) every take before
     the first failing one succeeds, and that one's preemption changes only the free

@@ -1,4 +1,4 @@
-"""A simple per-component reference of the shaping simulator's step (not installed).
+"""A simple per-component reference of the shaping simulator's step.
 
 `ReferenceSimulation` is `shaping.cluster.simulator.Simulation` with step 4-5 (usage,
 overload, accounting, ageing) written as a plain Python loop over the running components,

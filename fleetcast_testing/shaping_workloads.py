@@ -1,4 +1,4 @@
-"""Random shaping workloads shared by the shaping tests and scripts/bench_shaping.py."""
+"""Random shaping workloads for the shaping tests and scripts/bench_shaping.py."""
 
 import numpy as np
 
