@@ -9,6 +9,8 @@ import pytest
 from tests.helpers import run_text_config, write_gz_lines
 
 
+@pytest.mark.real_data
+@pytest.mark.slow
 def test_real_azure_v1_samples_load(tmp_path, azure_vmtable, azure_readings):
     tables = run_text_config(
         f'azure_v1 {{ vmtable: "{azure_vmtable}" vm_cpu_readings: "{azure_readings}" }}',

@@ -20,6 +20,8 @@ from pipelines.io import bigquery, manifests, sinks
 from tests import bigquery_emulator
 from tests.helpers import assert_same_rows, read_table
 
+pytestmark = pytest.mark.emulator
+
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 DATASET = f"{bigquery_emulator.PROJECT}:fleet"
 
@@ -142,6 +144,7 @@ def runs(emulator, tmp_path_factory):
             "loaded": root / "results" / "loaded"}
 
 
+@pytest.mark.slow
 def test_every_table_written_to_bigquery_reads_back_equal_to_the_parquet_run(runs, tmp_path):
     parquet = _parquet_tables(runs["parquet"])
     assert {"usage", "overcommit_timeseries", "placement_summary"} <= set(parquet)
@@ -156,6 +159,7 @@ def test_every_table_written_to_bigquery_reads_back_equal_to_the_parquet_run(run
     assert not [t for t in tables if t.startswith(bigquery.STAGING_PREFIX)]
 
 
+@pytest.mark.slow
 def test_stages_on_tables_loaded_from_bigquery_give_the_parquet_runs_results(runs):
     parquet = _parquet_tables(runs["parquet"])
     loaded = _parquet_tables(runs["loaded"])
@@ -165,6 +169,7 @@ def test_stages_on_tables_loaded_from_bigquery_give_the_parquet_runs_results(run
         assert_same_rows(parquet[name], loaded[name])
 
 
+@pytest.mark.slow
 def test_fleetcast_query_runs_sql_in_the_output_dataset(runs):
     sql = ("SELECT policy, COUNT(*) AS n FROM placement_summary GROUP BY policy "
            "ORDER BY policy")
@@ -178,6 +183,7 @@ def test_fleetcast_query_runs_sql_in_the_output_dataset(runs):
     assert "no fleetcast_manifest row of a successful fleetcast run" in missing.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_the_dataset_as_it_was_and_a_new_one_removes_only_its_tables(
         runs, emulator):
     root, client = runs["root"], bigquery.client()

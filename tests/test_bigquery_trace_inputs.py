@@ -184,6 +184,8 @@ def _config(inputs: dict) -> str:
     return f'name: "cell"\ngoogle_v3 {{\n{tables}\n  num_shards: 4\n}}\n'
 
 
+@pytest.mark.emulator
+@pytest.mark.slow
 def test_a_run_on_the_trace_in_bigquery_equals_the_run_on_its_json_files(
         emulator_trace, tmp_path):
     trace = emulator_trace
@@ -211,6 +213,7 @@ def test_a_run_on_the_trace_in_bigquery_equals_the_run_on_its_json_files(
         "total"]
 
 
+@pytest.mark.emulator
 @pytest.mark.parametrize("table", sorted(google_v3.COLUMNAR))
 def test_rows_read_from_bigquery_pass_the_columnar_checks(emulator_trace, table):
     """BigQuery's Arrow (its struct and list types) is what the columnar checks cover: every
@@ -231,6 +234,8 @@ def test_rows_read_from_bigquery_pass_the_columnar_checks(emulator_trace, table)
         assert_that(tables, lambda found: check(found[0]))
 
 
+@pytest.mark.emulator
+@pytest.mark.slow
 def test_estimate_names_the_field_of_a_read_bigquery_rejects(emulator_trace, tmp_path):
     (tmp_path / "bad.textproto").write_text(_config({
         "instance_events": ("bigquery_table", f"{PROJECT}:clusterdata.instance_events"),

@@ -62,6 +62,7 @@ def test_validate_prints_the_stages(capsys):
     assert "valid config 'demo'" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_typo_fails_naming_it_with_the_suggestion_and_writes_nothing(tmp_path):
     (tmp_path / "small.textproto").write_text(SMALL)
     result = fleetcast("run", "small.textproto", "--ouput_dir", "out", cwd=tmp_path)

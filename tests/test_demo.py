@@ -15,6 +15,8 @@ from pipelines import config as run_config
 from pipelines import run as run_pipeline
 from tests.helpers import read_table
 
+pytestmark = pytest.mark.slow  # both tests read the demo's replays (module fixture)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEMO_CONFIG = REPO / "configs" / "demo.textproto"
 README = REPO / "README.md"

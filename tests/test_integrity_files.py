@@ -49,6 +49,7 @@ def _cut_points(size: int):
     return [10, size // 3, size // 2, size - 9, size - 4, size - 1]
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("sample", [AZURE_READINGS, AZURE_VMTABLE], ids=["readings", "vmtable"])
 def test_a_cut_azure_gzip_fails_naming_the_file(sample, tmp_path):
     sample = require_sample(sample)

@@ -209,6 +209,7 @@ def test_forecasts_larger_than_the_bound_fail_naming_the_interval(tmp_path, caps
         "12 - 1 steps of 32 bytes), more than 1 kB: shorten the interval\n")
 
 
+@pytest.mark.slow
 def test_a_lifetime_cap_longer_than_the_trace_fails_naming_the_field(tmp_path, capsys):
     config = tmp_path / "lifetime.textproto"
     config.write_text('name: "lt" synthetic { machines: 2 days: 0.5 } '

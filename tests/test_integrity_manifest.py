@@ -44,6 +44,7 @@ def _last_line(capsys) -> str:
     return capsys.readouterr().err.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_copy_of_a_results_directory_never_owns_the_original_models(tmp_path, capsys):
     models = tmp_path / "models_elsewhere"
     run_a = tmp_path / "runA"
@@ -110,6 +111,7 @@ def _damage(out, how):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(DAMAGED))
 def test_a_damaged_manifest_is_refused_by_readers_in_one_line(tmp_path, how):
     out = tmp_path / "out"
@@ -305,8 +307,10 @@ def test_an_unforeseen_error_is_one_line_naming_its_traceback_file(tmp_path, cap
     os.unlink(traceback_file)
 
 
-@pytest.mark.parametrize("mode", [[], ["--direct_running_mode=multi_processing",
-                                       "--direct_num_workers=2"]], ids=["in_process", "workers"])
+@pytest.mark.parametrize("mode", [[], pytest.param(["--direct_running_mode=multi_processing",
+                                                    "--direct_num_workers=2"],
+                                                   marks=pytest.mark.slow)],
+                         ids=["in_process", "workers"])
 def test_a_failing_step_prints_one_line_and_no_beam_traceback(tmp_path, mode):
     (tmp_path / "readings.csv.gz").write_bytes(b"not gzip")
     config = tiny_config(tmp_path)

@@ -153,6 +153,7 @@ POLICY = ("fleetcast: run failed: placement policy plug-in 'fixed' (bad_pkg.fit:
 NOT_AN_INDEX = "which is not a host index (an integer; -1 when no host fits)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer, problem", [
     # Host 0 for every VM overpacks host 0.
     ("0", "select returned host 0 for VM 3, which has no room for it (cpu 0.05517 free of "
@@ -174,6 +175,7 @@ def test_a_bad_host_from_select_fails_the_run_naming_the_plugin(
     assert not (tmp_path / "out" / "placement_summary").exists()
 
 
+@pytest.mark.slow
 def test_no_host_fits_is_minus_one_and_numpy_integers_are_hosts(plugin_path, tmp_path):
     plugins = ("policy_plugin { name: 'never' class_path: 'bad_pkg.fit:Fixed' params { key: "
                "'answer' value: '-1' } } policy_plugin { name: 'worst_fit' class_path: "
@@ -189,6 +191,7 @@ def test_no_host_fits_is_minus_one_and_numpy_integers_are_hosts(plugin_path, tmp
         == summary.loc["worst_fit", columns].tolist()
 
 
+@pytest.mark.slow
 def test_a_failing_callback_of_a_policy_fails_the_run_naming_it(plugin_path, tmp_path):
     plugin = "policy_plugin { name: 'fails' class_path: 'bad_pkg.fit:FailsToIndex' }"
     result = fleetcast(tmp_path, plugin_path, "run", PLACEMENT % plugin)
@@ -198,6 +201,7 @@ def test_a_failing_callback_of_a_policy_fails_the_run_naming_it(plugin_path, tmp
         "on pool 'cell': placed(0, 1, 0) raised KeyError: 1")
 
 
+@pytest.mark.slow
 def test_a_policy_that_is_not_a_placement_policy_is_a_config_error(plugin_path, tmp_path):
     plugin = "policy_plugin { name: 'duck' class_path: 'bad_pkg.fit:Duck' }"
     for command in ("validate", "run"):
@@ -226,6 +230,7 @@ TELLER = ("fleetcast: run failed: fortune teller 'mine' on machine 100574672: pe
           "plug-in bad_pkg.peaks:Returns: predict ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, problem", [
     ("short", "returned 287 values for a machine of 288 steps (one peak per step)"),
     ("scalar", "returned 0.5 (float), not a numpy array of 288 peaks (one per step)"),
@@ -244,6 +249,7 @@ def test_a_bad_prediction_fails_the_run_naming_the_teller(kind, problem, plugin_
     assert not (tmp_path / "out" / "overcommit_summary").exists()
 
 
+@pytest.mark.slow
 def test_a_plugin_inside_a_decorator_is_checked_too(plugin_path, tmp_path):
     inner = "max_of { predictors { %s } predictors { borg_default { phi: 0.5 } } }"
     result = fleetcast(tmp_path, plugin_path, "run", OVERCOMMIT % (inner % returns("short")))
@@ -252,6 +258,7 @@ def test_a_plugin_inside_a_decorator_is_checked_too(plugin_path, tmp_path):
                                          "(one peak per step)"
 
 
+@pytest.mark.slow
 def test_nan_everywhere_advertises_nothing_and_scores_nothing(plugin_path, tmp_path):
     result = fleetcast(tmp_path, plugin_path, "run", OVERCOMMIT % returns("nan"))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -284,6 +291,7 @@ def test_a_plugin_module_calling_sys_exit_is_a_config_error(command, plugin_path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_constructor_calling_sys_exit_is_a_config_error(plugin_path, tmp_path):
     text = (PLACEMENT % "policy_plugin { name: 'fixed' class_path: "
                         "'bad_pkg.fit:ExitsWhenBuilt' }")

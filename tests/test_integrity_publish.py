@@ -57,6 +57,7 @@ def _slow_run(tmp_path, config, out):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path):
     out = tmp_path / "out"
     assert run_cli(tiny_config(tmp_path), out) == 0
@@ -202,6 +203,7 @@ def test_a_config_may_allow_a_table_whose_every_row_is_rejected(tmp_path, capsys
     assert not (out / publish.STATE_DIR / "failed").exists()
 
 
+@pytest.mark.slow
 def test_readers_refuse_a_directory_without_a_successful_manifest(tmp_path):
     out = tmp_path / "out"
     assert run_cli(tiny_config(tmp_path), out) == 0

@@ -34,6 +34,7 @@ def _workers_watching(parent: psutil.Process):
     return watching
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_an_ended_multi_processing_run_leaves_no_worker_behind(tmp_path, signum):
     (tmp_path / "vmtable.csv").write_text("vm0,s,d,0,12000,50,10,40,Interactive,2,4\n")

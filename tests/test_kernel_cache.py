@@ -59,6 +59,7 @@ def package(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_a_change_to_an_inlined_kernel_alone_recompiles_its_caller(package):
     assert run_outer(package) == (21, True, 0)
     # Unchanged sources: the cached code is loaded, nothing flushed.

@@ -32,6 +32,8 @@ from predictors.lifetime.kaplan_meier import KaplanMeierLifetimeModel
 from predictors.lifetime.la_classifier import LaClassifier
 from predictors.lifetime.uptime_model import UptimeLifetimeModel
 
+pytestmark = pytest.mark.real_data
+
 MODEL = dict(num_trees=60, learning_rate=0.2, num_threads=1, early_stopping_rounds=0)
 
 

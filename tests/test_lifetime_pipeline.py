@@ -344,6 +344,7 @@ def test_evaluation_tables_have_their_columns_and_the_planted_signal(hand_made_r
     assert large["uptime"] < 0.5 * large["no_uptime"]
 
 
+@pytest.mark.slow
 def test_notebook_draws_the_figures_from_the_outputs(hand_made_run, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     import nbformat
@@ -406,6 +407,8 @@ def azure_run(tmp_path_factory, azure_vmtable):
     return pd.read_csv(subset, header=None), tables
 
 
+@pytest.mark.real_data
+@pytest.mark.slow
 def test_azure_sample_examples_split_and_evaluation(azure_run):
     raw, tables = azure_run
     assert len(tables["dead_letters"]) == 0

@@ -64,6 +64,7 @@ def checkout(tmp_path_factory):
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not JUPYTER.exists(), reason="no jupyter command next to the interpreter")
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_readme_command_runs_the_notebook(checkout, name):

@@ -493,6 +493,7 @@ def synthetic_run(tmp_path_factory):
     return root, run_text_config(SYNTHETIC.format(root=root), root / "out")
 
 
+@pytest.mark.slow
 def test_random_placement_and_shift_on_a_synthetic_trace(synthetic_run):
     root, tables = synthetic_run
     scheduled = read_table(root / "scheduled")
@@ -508,6 +509,7 @@ def test_random_placement_and_shift_on_a_synthetic_trace(synthetic_run):
     assert len(timeseries) == 3 * len(scheduled.groupby(["machine_id", "time"]))
 
 
+@pytest.mark.slow
 def test_loading_the_scheduled_usage_gives_the_same_tables(synthetic_run, tmp_path):
     root, tables = synthetic_run
     start = SYNTHETIC.index("fortune_teller")
@@ -517,6 +519,7 @@ def test_loading_the_scheduled_usage_gives_the_same_tables(synthetic_run, tmp_pa
     assert_tables_equal(loaded, tables, OUTPUTS)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_same_tables(synthetic_run, tmp_path):
     # Placement and shifts hash instance ids: no dependence on element order or process.
     root, tables = synthetic_run
@@ -526,6 +529,7 @@ def test_two_worker_processes_give_the_same_tables(synthetic_run, tmp_path):
     assert_tables_equal(parallel, tables, OUTPUTS + ("overcommit_counts",))
 
 
+@pytest.mark.slow
 def test_notebook_draws_the_cdfs_of_a_run(synthetic_run, monkeypatch):
     root, _ = synthetic_run
     results = root / "out"

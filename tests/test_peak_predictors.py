@@ -285,6 +285,7 @@ def test_decorators_match_reference():
             assert np.all(maximum >= part.predict(samples))
 
 
+@pytest.mark.real_data
 def test_real_azure_vms_on_one_machine_match_reference(azure_readings):
     # Eight real Azure VMs (2 days of 5-minute max-CPU readings, limit = 1 VM) on one machine.
     # The file is sorted by time: 50 VMs x 576 readings cover the first two days.

@@ -14,6 +14,8 @@ from policies.replay.pool import PoolSpec
 from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace, simulate
 from tests.helpers import check_replay
 
+pytestmark = pytest.mark.real_data
+
 SAMPLE_END_S = 2_100_000.0
 HOST_SHAPE = (48.0, 192.0)       # cores, GB
 S = 1_000_000

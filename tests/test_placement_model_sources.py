@@ -174,6 +174,7 @@ def test_uptime_model_repredictions_are_the_models_own_predictions(run, policy):
     assert sum(len(lifetimes) > 1 for lifetimes in implied_lifetimes_s.values()) > 50
 
 
+@pytest.mark.slow
 def test_lava_classes_come_from_the_class_classifiers_and_exits_from_the_uptime_model(run):
     trace, frame, spec = pool_arrays()
     # The training period (18 h) covers the 1 h and 10 h edges only: no VM could have been

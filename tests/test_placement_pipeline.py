@@ -423,6 +423,7 @@ def test_best_fit_until_metrics_warm_start_reaches_simulate_and_the_summary():
     assert [str(p) for p in problems] == ["placement.warm_start: is WARM_START_UNSPECIFIED"]
 
 
+@pytest.mark.slow
 def test_placement_notebook_draws_its_figures(run):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -75,6 +75,7 @@ def plugin_run(plugin_path, tmp_path_factory):
     return work / "out"
 
 
+@pytest.mark.slow
 def test_plugin_predictor_is_scored_like_the_built_ins(plugin_run):
     series = read_table(plugin_run / "overcommit_timeseries")
     mine = series[series.predictor == "mine"]
@@ -92,6 +93,7 @@ def test_plugin_predictor_is_scored_like_the_built_ins(plugin_run):
     assert set(summary.predictor) == {"oracle", "borg", "mine"}
 
 
+@pytest.mark.slow
 def test_plugin_policy_replays_with_every_lifetime_source(plugin_run):
     summary = read_table(plugin_run / "placement_summary")
     sources = {"oracle", "noisy_oracle_0.8", "uptime_model", "one_shot_model"}
@@ -149,6 +151,7 @@ def test_validate_checks_a_policy_plugin(plugin_path, monkeypatch):
         "placement.policy_plugin[0].name: 'best_fit' is used twice"]
 
 
+@pytest.mark.slow
 def test_cli_validate_fails_naming_the_parameter(plugin_path, tmp_path):
     (tmp_path / "mine.textproto").write_text(
         "synthetic {} " + PREDICTOR % 'class_path: "my_pkg.peaks:HalfLimit" params { key: '

@@ -57,6 +57,7 @@ def default_run(tmp_path_factory):
     return fleetcast_run(tmp_path_factory.mktemp("default"))
 
 
+@pytest.mark.slow
 def test_default_run_prints_stage_progress_and_the_final_counters(default_run):
     assert default_run.returncode == 0, default_run.stderr[-3000:]
     for line in STAGE_LINES:
@@ -75,6 +76,7 @@ def test_default_run_prints_stage_progress_and_the_final_counters(default_run):
     assert counters["placement_summary.rows_written"] == int(summary_rows)
 
 
+@pytest.mark.slow
 def test_quiet_run_prints_no_progress_but_the_results(tmp_path):
     quiet = fleetcast_run(tmp_path, "-q")
     assert quiet.returncode == 0, quiet.stderr[-3000:]
@@ -82,6 +84,7 @@ def test_quiet_run_prints_no_progress_but_the_results(tmp_path):
     assert "Results: out" in quiet.stdout and "placement.replays_done" in quiet.stdout
 
 
+@pytest.mark.slow
 def test_multi_process_workers_progress_shows_as_plain_lines(tmp_path):
     run = fleetcast_run(tmp_path, "--direct_running_mode=multi_processing",
                         "--direct_num_workers=2")

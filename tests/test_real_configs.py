@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pipeline import PipelineVisitor
 
@@ -45,6 +46,7 @@ def _write_public_shards(root: pathlib.Path):
             shutil.copy(path, root / CELL_DIR / f"{table}-{index:012d}.json.gz")
 
 
+@pytest.mark.slow
 def test_google_2019_json_config_validates_with_the_downloaded_shards(tmp_path):
     missing = _fleetcast_validate(JSON_CONFIG, tmp_path)
     assert missing.returncode == 2

@@ -62,6 +62,7 @@ def report(tmp_path_factory):
     return root / "results" / "tiny", fleetcast("report", "results/tiny", cwd=root)
 
 
+@pytest.mark.slow
 def test_report_writes_one_page_and_every_figure_as_png_and_svg(report):
     results, done = report
     assert done.returncode == 0, done.stderr[-3000:]
@@ -99,6 +100,8 @@ def test_teller_labels_say_what_each_teller_computes():
     }
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver: apt-get install -y "
                     "chromium chromium-driver (scripts/setup_venv.sh does)")
 def test_every_figure_loads_in_headless_chromium(report):

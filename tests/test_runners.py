@@ -47,6 +47,7 @@ def in_memory(tmp_path_factory):
     return _with_model_paths_relative(tables, out)
 
 
+@pytest.mark.slow
 def test_multi_processing_direct_runner_gives_identical_tables(in_memory, tmp_path):
     tables = run_text_config(CONFIG, tmp_path, [
         "--runner=DirectRunner", "--direct_running_mode=multi_processing",
@@ -54,6 +55,7 @@ def test_multi_processing_direct_runner_gives_identical_tables(in_memory, tmp_pa
     _assert_same_tables(_with_model_paths_relative(tables, tmp_path), in_memory)
 
 
+@pytest.mark.slow
 def test_dask_runner_on_a_local_cluster_gives_identical_tables(in_memory, tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
