@@ -127,11 +127,15 @@ def _parser():
                           help="log warnings and errors only (no progress lines)")
     validate = commands.add_parser(
         "validate", help="check configs without running them", formatter_class=_HelpFormatter,
-        description="Checks each CONFIG without running it (its inputs must exist) and prints\n"
-                    "one line per valid config; every problem of an invalid one names its\n"
-                    "field. Exits 2 if any config is invalid.")
+        description="Checks each CONFIG without running it and prints one line per valid\n"
+                    "config; every problem of an invalid one names its field. An input file\n"
+                    "that is not there (yet) is a warning naming it (an error with\n"
+                    "--check_inputs; `fleetcast run` fails on it). Exits 2 if any config is\n"
+                    "invalid.")
     validate.add_argument("config", nargs="+", metavar="CONFIG",
                           help="a text-format RunConfig (configs/*.textproto)")
+    validate.add_argument("--check_inputs", action="store_true",
+                          help="a missing input file makes the config invalid")
     _add_synth(commands)
     _add_estimate(commands)
     _add_query(commands)
@@ -358,8 +362,13 @@ def _run(args, beam_args):
     return 0
 
 
-def _validate(path):
-    config = run_config.load_config(path)
+def _validate(path, check_inputs: bool = False):
+    config, missing = run_config.read_config(path)
+    if missing and check_inputs:
+        raise run_config.ConfigError(path, missing)
+    for problem in missing:
+        print(f"fleetcast: warning: {path}: {problem} (the config is valid; `fleetcast run` "
+              "fails until the input is there)", file=sys.stderr)
     name = run_config.config_name(config, path)
     stages = ["source: " + (config.WhichOneof("source") or "loaded tables")]
     if config.HasField("overcommit"):
@@ -385,12 +394,12 @@ def print_config_error(error: run_config.ConfigError):
         print(f"fleetcast: {error.source}: {one_line(str(problem))}", file=sys.stderr)
 
 
-def _validate_all(paths):
+def _validate_all(paths, check_inputs: bool = False):
     """Validates every config; reports each invalid one; 2 if any is invalid."""
     invalid = 0
     for path in paths:
         try:
-            _validate(path)
+            _validate(path, check_inputs)
         except run_config.ConfigError as e:
             print_config_error(e)
             invalid += 1
@@ -461,7 +470,7 @@ def main(argv=None) -> int:
             check_beam_args(extra, own_options=_option_strings(run))
             return _run(args, extra)
         if args.command == "validate":
-            return _validate_all(args.config)
+            return _validate_all(args.config, args.check_inputs)
         if args.command == "query":
             return _query(args)
         if args.command == "report":

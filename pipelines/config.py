@@ -42,7 +42,17 @@ def parse_config(text: str, source: str = "<config>") -> fleetcast_pb2.RunConfig
 
 
 def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig:
-    """Reads, parses and validates the config at `path`; raises ConfigError."""
+    """Reads, parses and validates the config at `path` (its inputs must exist with
+    `check_inputs`); raises ConfigError."""
+    config, missing = read_config(path)
+    if missing and check_inputs:
+        raise ConfigError(path, missing)
+    return config
+
+
+def read_config(path: str):
+    """(the config at `path`, its missing inputs as ConfigProblems): reads, parses and
+    validates it; raises ConfigError for every problem but inputs that are not there."""
     if not FileSystems.exists(path):
         raise ConfigError(path, [ConfigProblem("<file>", "config file does not exist")])
     try:
@@ -54,10 +64,11 @@ def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig
     except Exception as e:  # pylint: disable=broad-except  # a directory, no permission, ...
         raise ConfigError(path, [ConfigProblem("<file>", f"cannot be read: {e}")]) from None
     config = parse_config(text, path)
-    problems = validate(config, check_inputs=check_inputs)
-    if problems:
-        raise ConfigError(path, problems)
-    return config
+    problems = validate(config)
+    invalid = [p for p in problems if not p.missing_input]
+    if invalid:
+        raise ConfigError(path, invalid)
+    return config, problems
 
 
 def config_name(config: fleetcast_pb2.RunConfig, path: str) -> str:
