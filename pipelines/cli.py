@@ -37,6 +37,7 @@ from pipelines import progress  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 from pipelines import worker_guard  # noqa: E402
 from pipelines.io import failures, manifests  # noqa: E402
+from pipelines.stages.registry import configured as configured_stages  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
 EXIT_RUN_FAILED = 1
@@ -370,14 +371,8 @@ def _validate(path, check_inputs: bool = False):
         print(f"fleetcast: warning: {path}: {problem} (the config is valid; `fleetcast run` "
               "fails until the input is there)", file=sys.stderr)
     name = run_config.config_name(config, path)
-    stages = ["source: " + (config.WhichOneof("source") or "loaded tables")]
-    if config.HasField("overcommit"):
-        stages.append(f"overcommit: {len(config.overcommit.fortune_teller)} fortune tellers")
-    if config.HasField("lifetime_model"):
-        stages.append("lifetime model")
-    if config.HasField("placement"):
-        policies = len(config.placement.policy) + len(config.placement.policy_plugin)
-        stages.append(f"placement: {policies} policies")
+    stages = ["source: " + (config.WhichOneof("source") or "loaded tables")] + [
+        stage.summary(getattr(config, field)) for field, stage in configured_stages(config)]
     print(f"{path}: valid config {name!r} ({'; '.join(stages)})")
 
 
