@@ -142,6 +142,17 @@ def field_default(field) -> str:
     return ""
 
 
+def nested_comment(field, message_name: str, types: ProtoTypes,
+                   comments: Dict[tuple, str]) -> str:
+    """The comment of a field's type when that type is declared inside the field's message
+    (`optional WarmStart warm_start` below `enum WarmStart`, whose comment says what the
+    field is), else ""."""
+    if not field.type_name.startswith(f"{message_name}."):
+        return ""
+    entry = types.messages.get(field.type_name) or types.enums.get(field.type_name)
+    return comments.get(entry[1], "") if entry else ""
+
+
 def message_section(name: str, used_by: List[str], types: ProtoTypes,
                     comments: Dict[tuple, str]) -> List[str]:
     """The markdown of one message: its comment, the fields of that type, one row per field."""
@@ -157,7 +168,8 @@ def message_section(name: str, used_by: List[str], types: ProtoTypes,
         if field.HasField("oneof_index"):
             label = f"one of `{message.oneof_decl[field.oneof_index].name}`:"
         kind = " ".join(filter(None, [label, field_type(field, types)]))
-        what = cell(comments.get(path + (_FIELD, i), ""))
+        what = cell(comments.get(path + (_FIELD, i)) or nested_comment(field, name, types,
+                                                                       comments))
         lines.append(f"| `{field.name}` | {kind} | {field_default(field)} | {what} |")
     return lines + [""]
 
