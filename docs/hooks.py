@@ -100,7 +100,7 @@ class ProtoTypes:
     _MESSAGE, _ENUM, _NESTED, _NESTED_ENUM = 4, 5, 3, 4
 
     def __init__(self, proto: descriptor_pb2.FileDescriptorProto):
-        self.messages, self.enums = {}, {}
+        self.messages, self.enums, self.maps = {}, {}, {}
         prefix = f".{proto.package}"
         for i, message in enumerate(proto.message_type):
             self._add(message, f"{prefix}.{message.name}", (self._MESSAGE, i))
@@ -110,7 +110,9 @@ class ProtoTypes:
     def _add(self, message, name: str, path: tuple):
         self.messages[name] = (message, path)
         for i, nested in enumerate(message.nested_type):
-            if not nested.options.map_entry:
+            if nested.options.map_entry:
+                self.maps[f"{name}.{nested.name}"] = nested
+            else:
                 self._add(nested, f"{name}.{nested.name}", path + (self._NESTED, i))
         for i, enum in enumerate(message.enum_type):
             self.enums[f"{name}.{enum.name}"] = (enum, path + (self._NESTED_ENUM, i))
@@ -127,10 +129,10 @@ def anchor(full_name: str) -> str:
 
 def field_type(field, types: ProtoTypes) -> str:
     """The field's type as the page shows it, a link for a message or an enum."""
+    if field.type_name in types.maps:
+        key, value = (field_type(f, types) for f in types.maps[field.type_name].field)
+        return f"map&lt;{key}, {value}&gt;"
     if field.type_name in types.messages or field.type_name in types.enums:
-        entry = types.messages.get(field.type_name) or types.enums[field.type_name]
-        if getattr(entry[0].options, "map_entry", False):
-            return "map&lt;string, string&gt;"
         kind = "message" if field.type_name in types.messages else "enum"
         return f"[{short_name(field.type_name)}](#{anchor(field.type_name)}) ({kind})"
     return _SCALARS[field.type]
@@ -164,7 +166,7 @@ def message_section(name: str, used_by: List[str], types: ProtoTypes,
         lines += ["The type of " + ", ".join(used_by) + ".", ""]
     lines += ["| field | type | default | description |", "|---|---|---|---|"]
     for i, field in enumerate(message.field):
-        label = _LABELS.get(field.label, "")
+        label = "" if field.type_name in types.maps else _LABELS.get(field.label, "")
         if field.HasField("oneof_index"):
             label = f"one of `{message.oneof_decl[field.oneof_index].name}`:"
         kind = " ".join(filter(None, [label, field_type(field, types)]))
@@ -201,8 +203,7 @@ def reachable(root: str, types: ProtoTypes):
         for field in types.messages[name][0].field:
             if field.type_name in types.enums and field.type_name not in enums:
                 enums.append(field.type_name)
-            entry = types.messages.get(field.type_name)
-            if entry is None or entry[0].options.map_entry:
+            if field.type_name not in types.messages:
                 continue
             link = f"[`{short_name(name)}.{field.name}`](#{anchor(name)})"
             used_by.setdefault(field.type_name, []).append(link)
