@@ -1,6 +1,6 @@
-"""Plug-ins from outside the project: the README's predictor and policy, copied verbatim into
-a package in a temporary folder, run end to end through `fleetcast run` and checked by
-`fleetcast validate`; the registries and the parameter typing rule."""
+"""Plug-ins from outside the project: the predictor and policy of docs/extending.md, copied
+verbatim into a package in a temporary folder, run end to end through `fleetcast run` and
+checked by `fleetcast validate`; the registries and the parameter typing rule."""
 
 import os
 import pathlib
@@ -20,22 +20,23 @@ from tests.helpers import REPO, read_table
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
 
-def readme_block(class_name: str) -> str:
-    """The README's ```python block that defines `class_name`, as printed."""
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+def docs_block(class_name: str) -> str:
+    """The ```python block of docs/extending.md that defines `class_name`, as printed."""
+    text = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     (block,) = [b for b in blocks if f"class {class_name}(" in b]
     return block
 
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory):
-    """A folder outside the repository holding my_pkg/{peaks,fit}.py from the README."""
+    """A folder outside the repository holding my_pkg/{peaks,fit}.py from docs/extending.md."""
     root = tmp_path_factory.mktemp("outside")
     package = root / "my_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "peaks.py").write_text(readme_block("HalfLimit"))
-    (package / "fit.py").write_text(readme_block("WorstFit"))
+    (package / "peaks.py").write_text(docs_block("HalfLimit"))
+    (package / "fit.py").write_text(docs_block("WorstFit"))
     return root
 
 
