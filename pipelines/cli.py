@@ -423,10 +423,23 @@ def _query(args) -> int:
     except QueryError as e:
         raise UsageError(str(e)) from None
     if args.format == "csv":
-        pa_csv.write_csv(table, sys.stdout.buffer)
+        pa_csv.write_csv(_flat(table), sys.stdout.buffer)
     else:
         print(table.to_pandas().to_string(index=False, max_rows=args.max_rows))
     return 0
+
+
+def _flat(table):
+    """`table` with each nested column (a distribution list) as JSON text, which CSV holds."""
+    import json
+
+    import pyarrow as pa
+    for i, field in enumerate(table.schema):
+        if pa.types.is_nested(field.type):
+            text = pa.array([None if v is None else json.dumps(v)
+                             for v in table.column(i).to_pylist()], pa.string())
+            table = table.set_column(i, field.name, text)
+    return table
 
 
 def _estimate(args) -> int:
@@ -482,6 +495,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("fleetcast: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout closed early (`fleetcast query ... | head`): no message
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_RUN_FAILED
     except (Exception, SystemExit) as e:  # pylint: disable=broad-except
         # A run that failed on its input or its results: say why, naming the file, without
         # the runner's traceback; anything else is a bug (fleetcast's or a plug-in's).
