@@ -1,10 +1,12 @@
 """Every row of every matched file is counted, whatever the file: each is read by what it is
 (a compressed file by its ending or its leading bytes, a Parquet file as Parquet, a CSV file
-among JSON by its ending), or the run fails naming it. Runs through the CLI, as users run
-them; for every source table read = kept + rejected = the rows in the files."""
+among JSON by its ending), or the run fails naming it; and an id that must be unique (a VM of
+the Azure traces) is kept once, its other rows dead letters. Runs through the CLI, as users
+run them; for every source table read = kept + rejected = the rows in the files."""
 
 import gzip
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -161,3 +163,60 @@ def test_a_parquet_vmtable_without_its_columns_fails_naming_it(tmp_path):
         f"fleetcast: run failed: {tmp_path}/vmtable-b.parquet: a Parquet file without the "
         "input's columns vmid, subscriptionid, deploymentid, vmcreated, vmdeleted, maxcpu, "
         "avgcpu, p95maxcpu, vmcategory, vmcorecount, vmmemory (it has vm, cores)")
+
+
+def _packing_trace(path, vms):
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE vm (vmId, tenantId, vmTypeId, priority, starttime, "
+                           "endtime)")
+        connection.execute("CREATE TABLE vmType (id, vmTypeId, machineId, core, memory, hdd, "
+                           "ssd, nic)")
+        connection.executemany("INSERT INTO vm VALUES (?, ?, ?, ?, ?, ?)", vms)
+        connection.execute("INSERT INTO vmType VALUES (1, 1, 7, 0.25, 0.25, 0, 0, 0)")
+
+
+def test_duplicate_vm_ids_of_the_packing_trace_are_dead_letters(tmp_path):
+    trace = tmp_path / "packing.sqlite"
+    _packing_trace(trace, [
+        (17, 1, 1, 0, 0.0, 1.0),       # rowid 1: vmId 17, kept
+        (3, 1, 1, 0, None, 1.0),       # rowid 2: vmId 3 without a start: its own reason
+        (17, 1, 1, 0, 0.0, 1.0),       # rowid 3: an exact copy of rowid 1
+        (3, 1, 1, 0, 0.5, 2.0),        # rowid 4: the first valid row of vmId 3, kept
+        ("17", 2, 1, 0, 2.0, 3.0),     # rowid 5: "17" as text is the same instance_id
+        (3, 1, 1, 0, 0.5, 2.0),        # rowid 6
+        (4, 1, 1, 0, 0.0, None),       # rowid 7
+    ])
+    result = _run(f'azure_packing_2020 {{ sqlite_path: "{trace}" }}', tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert _counts(tmp_path) == {"azure_packing_2020.vm": (7, 3, 4)}
+    assert _dead(tmp_path, "azure_packing_2020", "vm") == [
+        "duplicate vmId 17 (first at rowid 1)", "duplicate vmId 17 (first at rowid 1)",
+        "duplicate vmId 3 (first at rowid 4)", "missing starttime"]
+    instances = read_table(tmp_path / "out" / "instances").sort_values("instance_id")
+    assert instances.instance_id.tolist() == ["17", "3", "4"]
+    assert instances.start_time.tolist() == [0, 43_200_000_000, 0]
+
+
+def test_duplicate_vmids_of_the_azure_vmtable_are_dead_letters(tmp_path):
+    (tmp_path / "vmtable-a.csv").write_text("\n".join(VMTABLE_ROWS + [
+        "vm2,s1,d1,60,,,,,Interactive,4,8"]) + "\n")        # an exact copy, same file
+    (tmp_path / "vmtable-b.csv").write_text("\n".join([
+        "vm1,s9,d9,30,90,,,,Unknown,8,16",                   # another vm1, next file
+        "vm4,s2,d2,0,60,,,,Unknown,1,1"]) + "\n")
+    (tmp_path / "readings.csv").write_text("0,vm1,1,50,25\n300,vm2,1,50,50\n")
+    result = _run(f'azure_v1 {{ vmtable: "{tmp_path}/vmtable-*" '
+                  f'vm_cpu_readings: "{tmp_path}/readings.csv" }}', tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert _counts(tmp_path) == {"azure_v1.vmtable": (6, 4, 2),
+                                 "azure_v1.vm_cpu_readings": (2, 2, 0)}
+    assert _dead(tmp_path, "azure_v1", "vmtable") == [
+        f"duplicate vmid vm1 (first in {tmp_path}/vmtable-a.csv)",
+        f"duplicate vmid vm2 (first in {tmp_path}/vmtable-a.csv)"]
+    instances = read_table(tmp_path / "out" / "instances").sort_values("instance_id")
+    assert instances.instance_id.tolist() == ["vm1", "vm2", "vm3", "vm4"]
+    assert instances.cpu_request.tolist() == [2, 4, 1, 1]
+    assert instances.deployment_size.tolist() == [2, 2, 2, 2]
+    usage = read_table(tmp_path / "out" / "usage").sort_values("instance_id")
+    assert usage[["instance_id", "cpu_limit", "avg_cpu"]].to_dict("records") == [
+        {"instance_id": "vm1", "cpu_limit": 2.0, "avg_cpu": 0.5},
+        {"instance_id": "vm2", "cpu_limit": 4.0, "avg_cpu": 2.0}]

@@ -14,7 +14,7 @@ import itertools
 import json
 import lzma
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import apache_beam as beam
 import orjson
@@ -141,6 +141,8 @@ class RowChunk:
     raw: List[Optional[str]]
     # Rows that could not even be decoded: (reason, raw text).
     undecodable: List[tuple] = dataclasses.field(default_factory=list)
+    # Where the rows come from: (file, the chunk's index among that file's chunks), if known.
+    origin: Optional[Tuple[str, int]] = None
 
     def raw_text(self, i: int) -> str:
         if self.raw[i] is not None:
@@ -327,6 +329,11 @@ class _ReadFileChunks(beam.DoFn):
         self._fieldnames = fieldnames
 
     def process(self, readable_file):
+        for index, chunk in enumerate(self._chunks(readable_file)):
+            chunk.origin = (readable_file.metadata.path, index)
+            yield chunk
+
+    def _chunks(self, readable_file):
         fmt = format_of_file(readable_file, self._format, self._pattern)
         if fmt == Format.PARQUET:
             for batch in parquet_batches(readable_file, self._chunk_rows, self._fieldnames):
