@@ -285,7 +285,9 @@ def _read_table(root: str, manifest: dict, name: str):
     frames = []
     for path in manifests.table_files(root, manifest, name):
         with FileSystems.open(path) as handle:
-            frames.append(pq.read_table(handle).to_pandas())
+            # In this thread: pq.read_table's scanner threads may drop the Python file
+            # object during interpreter shutdown, which aborts the process.
+            frames.append(pq.ParquetFile(handle).read(use_threads=False).to_pandas())
     return pd.concat(frames, ignore_index=True)
 
 
