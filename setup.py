@@ -39,6 +39,16 @@ setuptools.setup(
     ],
     extras_require={
         "dask": ["apache-beam[dask]", "distributed"],
+        # The documentation site: `mkdocs build --strict` (mkdocs.yml; docs/hooks.py compiles
+        # configs/fleetcast.proto with grpcio-tools' protoc to read its comments).
+        "docs": [
+            "grpcio-tools",
+            "mkdocs>=1.6",
+            "mkdocs-material>=9.6",
+            "mkdocstrings>=1.0",
+            "mkdocstrings-python>=2.0",
+            "pymdown-extensions>=10.0",
+        ],
         "test": [
             "apache-beam[dask]",
             "distributed",

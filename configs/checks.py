@@ -93,8 +93,12 @@ BIGQUERY_TABLE = re.compile(
 
 @dataclasses.dataclass(frozen=True)
 class ConfigProblem:
+    """What is wrong with one field; `missing_input` for an input file that is not there
+    (yet): the config is valid, but cannot run now."""
+
     field: str
     reason: str
+    missing_input: bool = False
 
     def __str__(self):
         return f"{self.field}: {self.reason}"
@@ -177,7 +181,8 @@ class Checker:
         if not pattern:
             self.fail(field, "is required")
         elif self.check_inputs and not self._matches(pattern):
-            self.fail(field, f"no file matches {pattern!r}")
+            self.problems.append(ConfigProblem(field, f"no file matches {pattern!r}",
+                                               missing_input=True))
 
     def location(self, message, field: str):
         """A DataLocation: a Parquet directory or a BigQuery table."""

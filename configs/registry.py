@@ -69,6 +69,10 @@ class Registry:
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
+    def items(self):
+        """(name, entry) pairs, in registration order."""
+        return self._entries.items()
+
 
 class PluginFailed(ValueError):
     """A plug-in that returned a bad value, or raised, while the run ran; the message names

@@ -1,9 +1,10 @@
 """The results directory the notebooks read, and its tables, shared by the notebooks.
 
-Jupyter starts a notebook's kernel in the notebook's folder (notebooks/), while the README
-runs the notebooks from the repository root with a path relative to it
-(`FLEETCAST_RESULTS=results/demo`). A relative path is therefore looked up in the kernel's
-working directory first, then in the repository root (this folder's parent).
+Jupyter starts a notebook's kernel in the notebook's folder (notebooks/), while the getting
+started page (docs/getting-started.md) runs the notebooks from the repository root with a
+path relative to it (`FLEETCAST_RESULTS=results/demo`). A relative path is therefore looked
+up in the kernel's working directory first, then in the repository root (this folder's
+parent).
 """
 
 import os

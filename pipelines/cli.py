@@ -36,6 +36,7 @@ from pipelines import config as run_config  # noqa: E402
 from pipelines import progress, worker_guard  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 from pipelines.io import failures, manifests  # noqa: E402
+from pipelines.stages.registry import configured as configured_stages  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
 EXIT_RUN_FAILED = 1
@@ -126,11 +127,15 @@ def _parser():
                           help="log warnings and errors only (no progress lines)")
     validate = commands.add_parser(
         "validate", help="check configs without running them", formatter_class=_HelpFormatter,
-        description="Checks each CONFIG without running it (its inputs must exist) and prints\n"
-                    "one line per valid config; every problem of an invalid one names its\n"
-                    "field. Exits 2 if any config is invalid.")
+        description="Checks each CONFIG without running it and prints one line per valid\n"
+                    "config; every problem of an invalid one names its field. An input file\n"
+                    "that is not there (yet) is a warning naming it (an error with\n"
+                    "--check_inputs; `fleetcast run` fails on it). Exits 2 if any config is\n"
+                    "invalid.")
     validate.add_argument("config", nargs="+", metavar="CONFIG",
                           help="a text-format RunConfig (configs/*.textproto)")
+    validate.add_argument("--check_inputs", action="store_true",
+                          help="a missing input file makes the config invalid")
     _add_synth(commands)
     _add_estimate(commands)
     _add_query(commands)
@@ -279,7 +284,9 @@ def _read_table(root: str, manifest: dict, name: str):
     frames = []
     for path in manifests.table_files(root, manifest, name):
         with FileSystems.open(path) as handle:
-            frames.append(pq.read_table(handle).to_pandas())
+            # In this thread: pq.read_table's scanner threads may drop the Python file
+            # object during interpreter shutdown, which aborts the process.
+            frames.append(pq.ParquetFile(handle).read(use_threads=False).to_pandas())
     return pd.concat(frames, ignore_index=True)
 
 
@@ -357,17 +364,16 @@ def _run(args, beam_args):
     return 0
 
 
-def _validate(path):
-    config = run_config.load_config(path)
+def _validate(path, check_inputs: bool = False):
+    config, missing = run_config.read_config(path)
+    if missing and check_inputs:
+        raise run_config.ConfigError(path, missing)
+    for problem in missing:
+        print(f"fleetcast: warning: {path}: {problem} (the config is valid; `fleetcast run` "
+              "fails until the input is there)", file=sys.stderr)
     name = run_config.config_name(config, path)
-    stages = ["source: " + (config.WhichOneof("source") or "loaded tables")]
-    if config.HasField("overcommit"):
-        stages.append(f"overcommit: {len(config.overcommit.fortune_teller)} fortune tellers")
-    if config.HasField("lifetime_model"):
-        stages.append("lifetime model")
-    if config.HasField("placement"):
-        policies = len(config.placement.policy) + len(config.placement.policy_plugin)
-        stages.append(f"placement: {policies} policies")
+    stages = ["source: " + (config.WhichOneof("source") or "loaded tables")] + [
+        stage.summary(getattr(config, field)) for field, stage in configured_stages(config)]
     print(f"{path}: valid config {name!r} ({'; '.join(stages)})")
 
 
@@ -384,12 +390,12 @@ def print_config_error(error: run_config.ConfigError):
         print(f"fleetcast: {error.source}: {one_line(str(problem))}", file=sys.stderr)
 
 
-def _validate_all(paths):
+def _validate_all(paths, check_inputs: bool = False):
     """Validates every config; reports each invalid one; 2 if any is invalid."""
     invalid = 0
     for path in paths:
         try:
-            _validate(path)
+            _validate(path, check_inputs)
         except run_config.ConfigError as e:
             print_config_error(e)
             invalid += 1
@@ -418,10 +424,23 @@ def _query(args) -> int:
     except QueryError as e:
         raise UsageError(str(e)) from None
     if args.format == "csv":
-        pa_csv.write_csv(table, sys.stdout.buffer)
+        pa_csv.write_csv(_flat(table), sys.stdout.buffer)
     else:
         print(table.to_pandas().to_string(index=False, max_rows=args.max_rows))
     return 0
+
+
+def _flat(table):
+    """`table` with each nested column (a distribution list) as JSON text, which CSV holds."""
+    import json
+
+    import pyarrow as pa
+    for i, field in enumerate(table.schema):
+        if pa.types.is_nested(field.type):
+            text = pa.array([None if v is None else json.dumps(v)
+                             for v in table.column(i).to_pylist()], pa.string())
+            table = table.set_column(i, field.name, text)
+    return table
 
 
 def _estimate(args) -> int:
@@ -460,7 +479,7 @@ def main(argv=None) -> int:
             check_beam_args(extra, own_options=_option_strings(run))
             return _run(args, extra)
         if args.command == "validate":
-            return _validate_all(args.config)
+            return _validate_all(args.config, args.check_inputs)
         if args.command == "query":
             return _query(args)
         if args.command == "report":
@@ -477,6 +496,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("fleetcast: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout closed early (`fleetcast query ... | head`): no message
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_RUN_FAILED
     except (Exception, SystemExit) as e:  # pylint: disable=broad-except
         # A run that failed on its input or its results: say why, naming the file, without
         # the runner's traceback; anything else is a bug (fleetcast's or a plug-in's).

@@ -16,6 +16,7 @@ from google.protobuf import text_format
 from configs import fleetcast_pb2
 from configs.checks import Checker, ConfigError, ConfigProblem
 from pipelines.sources.registry import SOURCES
+from pipelines.stages.registry import configured as configured_stages
 
 __all__ = ["ConfigError", "ConfigProblem", "config_name", "load_config", "parse_config",
            "validate"]
@@ -42,7 +43,17 @@ def parse_config(text: str, source: str = "<config>") -> fleetcast_pb2.RunConfig
 
 
 def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig:
-    """Reads, parses and validates the config at `path`; raises ConfigError."""
+    """Reads, parses and validates the config at `path` (its inputs must exist with
+    `check_inputs`); raises ConfigError."""
+    config, missing = read_config(path)
+    if missing and check_inputs:
+        raise ConfigError(path, missing)
+    return config
+
+
+def read_config(path: str):
+    """(the config at `path`, its missing inputs as ConfigProblems): reads, parses and
+    validates it; raises ConfigError for every problem but inputs that are not there."""
     if not FileSystems.exists(path):
         raise ConfigError(path, [ConfigProblem("<file>", "config file does not exist")])
     try:
@@ -54,10 +65,11 @@ def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig
     except Exception as e:  # pylint: disable=broad-except  # a directory, no permission, ...
         raise ConfigError(path, [ConfigProblem("<file>", f"cannot be read: {e}")]) from None
     config = parse_config(text, path)
-    problems = validate(config, check_inputs=check_inputs)
-    if problems:
-        raise ConfigError(path, problems)
-    return config
+    problems = validate(config)
+    invalid = [p for p in problems if not p.missing_input]
+    if invalid:
+        raise ConfigError(path, invalid)
+    return config, problems
 
 
 def config_name(config: fleetcast_pb2.RunConfig, path: str) -> str:
@@ -103,22 +115,8 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
         check.fail("source", f"no source ({', '.join(SOURCES)}) and no loaded canonical table")
     if source is not None:
         source.validate(check, getattr(config, which), which)
-    if config.HasField("overcommit"):
-        from pipelines.stages import overcommit
-        overcommit.validate_config(check, config.overcommit, source, has_usage(config))
-    if config.HasField("lifetime_model"):
-        from pipelines.stages import lifetime  # LightGBM only when the stage is configured
-        lifetime.validate_config(check, config.lifetime_model)
-    if config.HasField("placement"):
-        from pipelines.stages import placement
-        placement.validate_config(
-            check, config.placement,
-            config.lifetime_model if config.HasField("lifetime_model") else None,
-            has_hosts=source is None or source.has_hosts)
-    if config.HasField("shaping"):
-        from pipelines.stages import shaping
-        shaping.validate_config(check, config.shaping,
-                                has_hosts=source is None or source.has_hosts)
+    for _, stage in configured_stages(config):
+        stage.validate(check, config, source)
     _validate_name(check, config.name)
     _validate_output(check, config.output)
     return check.problems

@@ -27,6 +27,7 @@ from pipelines.io import bigquery, coders, publish, sinks
 from pipelines.io.dead_letters import SummarizeCounts, all_rejected
 from pipelines.io.failures import RunFailed
 from pipelines.sources.registry import SOURCES
+from pipelines.stages import registry as stage_registry
 
 _LOG = logging.getLogger("fleetcast.run")
 
@@ -99,26 +100,10 @@ class ReadCanonicalTables(beam.PTransform):
 
 
 def stages(config, work_dir: str):
-    """(label, PTransform) for every configured analysis stage, in run order.
-
-    A stage takes the dict of tables built so far (canonical tables and earlier stages'
-    outputs) and returns a dict of new tables by output name; a "dead_letters" entry joins the
-    run's one dead-letter table.
-    """
-    configured = []
-    if config.HasField("overcommit"):
-        from pipelines.stages.overcommit import OvercommitStage
-        configured.append(("Overcommit", OvercommitStage(config.overcommit)))
-    if config.HasField("lifetime_model"):
-        from pipelines.stages.lifetime import LifetimeStage  # LightGBM only when the stage runs
-        configured.append(("Lifetime", LifetimeStage(config.lifetime_model, work_dir)))
-    if config.HasField("placement"):
-        from pipelines.stages.placement import PlacementStage
-        configured.append(("Placement", PlacementStage(config.placement)))
-    if config.HasField("shaping"):
-        from pipelines.stages.shaping import ShapingStage
-        configured.append(("Shaping", ShapingStage(config.shaping)))
-    return configured
+    """(label, PTransform) for every configured analysis stage, in run order
+    (pipelines/stages/registry.py)."""
+    return [(stage.label, stage.build(getattr(config, field), work_dir))
+            for field, stage in stage_registry.configured(config)]
 
 
 def add_stage_outputs(outputs: Dict[str, beam.PCollection], new: Dict[str, beam.PCollection],

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install fleetcast into it: `setup_venv.sh` for the package,
-# `setup_venv.sh test` for the package with its test extra.
+# `setup_venv.sh test` for the package with its test and docs extras (the tests build the
+# documentation site, and CI runs `mkdocs build --strict`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -16,7 +17,7 @@ if [ "${1:-}" = "test" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver
   fi
-  .venv/bin/python -m pip install --quiet -e ".[test]"
+  .venv/bin/python -m pip install --quiet -e ".[test,docs]"
   # The BigQuery round trip runs against a local emulator, in a venv of its own (see
   # scripts/bqemulator-requirements.txt); its DuckDB spatial extension is installed from the
   # PyPI package's file, as DuckDB cannot download one here.

@@ -146,11 +146,13 @@ def snapshot(root):
     return files
 
 
-def readme_block(class_name: str) -> str:
-    """The README's ```python block that defines `class_name`, as printed."""
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+def docs_block(class_name: str) -> str:
+    """The ```python block of docs/extending.md that defines `class_name`, as printed."""
+    text = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     (block,) = [b for b in blocks if f"class {class_name}(" in b]
     return block
+
 
 def _sorted_rows(table: pa.Table):
     """The rows of `table` as dicts, in an order that does not depend on the row order (NaN

@@ -6,6 +6,7 @@ import pytest
 
 from pipelines import cli
 from pipelines import config as run_config
+from tests.helpers import REPO
 
 ORACLE = 'fortune_teller { name: "oracle" oracle {} }'
 
@@ -83,3 +84,23 @@ def test_a_config_that_cannot_be_read_is_one_line(tmp_path, capsys, kind, proble
     for command in (["validate", str(path)], ["run", str(path), "-q"]):
         assert cli.main(command) == cli.EXIT_CONFIG_ERROR
         assert capsys.readouterr().err == f"fleetcast: {path}: {problem.format(path=path)}\n"
+
+
+def test_validate_warns_of_inputs_not_there_yet_and_run_fails_on_them(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)  # the README's command, from the repository root
+    configs = sorted(str(p.relative_to(REPO)) for p in (REPO / "configs").glob("*.textproto"))
+    missing = "data/clusterdata_2019_a/instance_events-*.json.gz"
+    if (REPO / "data" / "clusterdata_2019_a").exists():
+        pytest.skip("the Google 2019 shards are downloaded here")
+    assert cli.main(["validate", *configs]) == 0
+    err = capsys.readouterr().err
+    assert (f"fleetcast: warning: configs/google_2019_json.textproto: google_v3.instance_events"
+            f".path: no file matches '{missing}' (the config is valid; `fleetcast run` fails "
+            "until the input is there)") in err
+    assert cli.main(["validate", "--check_inputs", "configs/google_2019_json.textproto"]) == 2
+    assert (f"fleetcast: configs/google_2019_json.textproto: google_v3.instance_events.path: "
+            f"no file matches '{missing}'\n") in capsys.readouterr().err
+    assert cli.main(["run", "configs/google_2019_json.textproto", "--output_dir",
+                     "/nonexistent/never-written", "-q"]) == 2
+    assert f"google_v3.instance_events.path: no file matches '{missing}'" in \
+        capsys.readouterr().err

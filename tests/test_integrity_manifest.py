@@ -331,3 +331,13 @@ def test_a_multi_line_error_is_reported_on_one_line(tmp_path, capsys):
     assert cli.main(["query", str(out), "SELEC 1"]) == cli.EXIT_CONFIG_ERROR
     assert capsys.readouterr().err == ('fleetcast: ParserException: Parser Error: syntax error '
                                        'at or near "SELEC"; LINE 1: SELEC 1\n')
+
+
+def test_a_query_piped_into_head_ends_quietly(tmp_path):
+    out = tmp_path / "out"
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    sql = "SELECT * FROM usage, range(200)"  # 24,000 rows: more than a pipe holds
+    done = subprocess.run(f"{sys.executable} -m pipelines.cli query {out} '{sql}' --format csv "
+                          "| head -1", shell=True, cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.startswith('"machine_id"') and done.stderr == ""

@@ -19,11 +19,11 @@ from policies.policy import CheckedPolicy, PlacementPolicy
 from policies.replay.lifetime_source import OracleLifetimes
 from policies.replay.pool import PoolSpec, PoolState
 from policies.replay.simulator import PlacementTrace, simulate
-from tests.helpers import read_table, readme_block
+from tests.helpers import docs_block, read_table
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
-FIT = "import sys\n\nimport numpy as np\n" + readme_block("WorstFit") + '''
+FIT = "import sys\n\nimport numpy as np\n" + docs_block("WorstFit") + '''
 
 class Fixed(PlacementPolicy):
     """Answers `answer` (a JSON literal) for every VM."""
@@ -306,7 +306,7 @@ def test_a_constructor_calling_sys_exit_is_a_config_error(plugin_path, tmp_path)
 
 def _worst_fit():
     namespace = {}
-    exec(readme_block("WorstFit"), namespace)  # pylint: disable=exec-used
+    exec(docs_block("WorstFit"), namespace)  # pylint: disable=exec-used
     return namespace["WorstFit"](used_first=True)
 
 

@@ -1,6 +1,7 @@
 """Every bad value is a dead letter with its reason, never a crash, and the counts close:
-read = kept + rejected for every source table. One row per class of bad value (README,
-"Nothing is dropped silently"), with exact counts, through real runs of each source."""
+read = kept + rejected for every source table. One row per class of bad value
+(docs/reliability.md, "Nothing is dropped silently"), with exact counts, through real runs of
+each source."""
 
 import gzip
 import json

@@ -1,4 +1,5 @@
-"""The three notebooks run headless the way the README says, on a relative results path.
+"""The notebooks run headless the way docs/getting-started.md says, on a relative results
+path.
 
 `FLEETCAST_RESULTS=results/demo .venv/bin/jupyter execute notebooks/<name>.ipynb` from the
 repository root: jupyter starts the kernel in notebooks/, so a relative path must be found in
@@ -64,11 +65,21 @@ def checkout(tmp_path_factory):
     shutil.rmtree(root, ignore_errors=True)
 
 
+# The headless command docs/getting-started.md prints, for one notebook.
+PRINTED_COMMAND = "FLEETCAST_RESULTS=results/demo .venv/bin/jupyter execute notebooks/{}.ipynb"
+
+
+def test_getting_started_prints_the_command_run_here():
+    page = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert PRINTED_COMMAND.format("lifetime") in page.splitlines()
+    assert PRINTED_COMMAND.format("*") in page.splitlines()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not JUPYTER.exists(), reason="no jupyter command next to the interpreter")
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_readme_command_runs_the_notebook(checkout, name):
-    # The README's command, from the (copied) repository root.
+def test_the_printed_command_runs_the_notebook(checkout, name):
+    # PRINTED_COMMAND, from the (copied) repository root.
     env = dict(os.environ, FLEETCAST_RESULTS="results/demo")
     done = subprocess.run([str(JUPYTER), "execute", f"notebooks/{name}.ipynb"], cwd=checkout,
                           env=env, capture_output=True, text=True, timeout=300)

@@ -1,6 +1,6 @@
-"""Plug-ins from outside the project: the README's predictor and policy, copied verbatim into
-a package in a temporary folder, run end to end through `fleetcast run` and checked by
-`fleetcast validate`; the registries and the parameter typing rule."""
+"""Plug-ins from outside the project: the predictor and policy of docs/extending.md, copied
+verbatim into a package in a temporary folder, run end to end through `fleetcast run` and
+checked by `fleetcast validate`; the registries and the parameter typing rule."""
 
 import os
 import pathlib
@@ -14,7 +14,7 @@ from configs.registry import PluginError, Registry, build_plugin, convert_param
 from pipelines import config as run_config
 from policies.registry import PLACEMENT_POLICIES
 from predictors.peak.registry import PEAK_PREDICTORS
-from tests.helpers import read_table, readme_block
+from tests.helpers import docs_block, read_table
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
@@ -22,13 +22,13 @@ FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory):
-    """A folder outside the repository holding my_pkg/{peaks,fit}.py from the README."""
+    """A folder outside the repository holding my_pkg/{peaks,fit}.py from docs/extending.md."""
     root = tmp_path_factory.mktemp("outside")
     package = root / "my_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "peaks.py").write_text(readme_block("HalfLimit"))
-    (package / "fit.py").write_text(readme_block("WorstFit"))
+    (package / "peaks.py").write_text(docs_block("HalfLimit"))
+    (package / "fit.py").write_text(docs_block("WorstFit"))
     return root
 
 

@@ -1,4 +1,5 @@
-"""`fleetcast query`: SQL over a run's Parquet tables with DuckDB, as the README shows it."""
+"""`fleetcast query`: SQL over a run's Parquet tables with DuckDB, as the README and the
+documentation show it."""
 
 import pathlib
 import re
@@ -12,7 +13,7 @@ import pytest
 
 from pipelines import schemas
 from pipelines.query import QueryError, query, table_files
-from tests.helpers import write_manifest
+from tests.helpers import REPO, write_manifest
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
@@ -76,25 +77,43 @@ def test_the_command_prints_a_table_or_csv(results):
     assert bad.returncode == 2 and "nope" in bad.stderr
 
 
-def readme_queries():
-    """The `fleetcast query` commands of the README, split as bash would split them."""
-    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, re.S)
-                 if "fleetcast query results/demo" in b)
-    return [shlex.split(command) for command in re.split(r"\n(?=fleetcast )", "\n".join(
-        line for line in block.splitlines() if not line.startswith("#")))]
+# The pages that print `fleetcast query` commands for a user to type.
+PAGES_WITH_QUERIES = ("README.md", "docs/getting-started.md", "docs/stages/placement.md")
 
 
-def test_the_readme_queries_run_on_the_tables_schemas(tmp_path):
-    # The tables as `fleetcast run` declares them (no rows): the queries' columns exist.
-    for name in ("overcommit_machine_metrics", "placement_summary", "dead_letters"):
+def printed_queries(page: str):
+    """The `fleetcast query` commands of a page's bash blocks as printed (`fleetcast` or
+    `.venv/bin/fleetcast`, continued over lines), split as bash would split them; the
+    synopsis (`fleetcast query RESULTS_DIR ...`) left out."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        lines = [line for line in block.splitlines() if not line.startswith("#")]
+        for command in re.split(r"\n(?=(?:\.venv/bin/)?fleetcast )", "\n".join(lines)):
+            words = shlex.split(command, comments=True)
+            if (words[:2] in (["fleetcast", "query"], [".venv/bin/fleetcast", "query"])
+                    and words[2] != "RESULTS_DIR"):
+                commands.append(words)
+    return commands
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_QUERIES)
+def test_the_printed_queries_run_on_the_tables_schemas(page, tmp_path):
+    # Every table as `fleetcast run` declares it (no rows): the queries' columns exist.
+    for name, schema in schemas.TABLES.items():
         (tmp_path / name).mkdir()
-        pq.write_table(schemas.TABLES[name].empty_table(), tmp_path / name / "part-0.parquet")
+        pq.write_table(schema.empty_table(), tmp_path / name / "part-0.parquet")
     write_manifest(tmp_path)
-    commands = readme_queries()
-    assert len(commands) == 3
+    commands = printed_queries(page)
+    assert commands, f"{page} prints no fleetcast query command"
     for command in commands:
-        assert command[:3] == ["fleetcast", "query", "results/demo"]
+        assert command[2].startswith("results/"), command
         result = subprocess.run([FLEETCAST, "query", str(tmp_path), *command[3:]],
                                 capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, (command, result.stderr)
+
+
+def test_getting_started_prints_the_three_demo_queries():
+    demo = [c for c in printed_queries("docs/getting-started.md") if c[2] == "results/demo"]
+    tables = [re.search(r"FROM (\w+)", c[3]).group(1) for c in demo]
+    assert tables == ["overcommit_machine_metrics", "placement_summary", "dead_letters"]

@@ -1,5 +1,5 @@
 """The example configs for the real traces pass `fleetcast validate` as a user runs it, offline:
-the Google 2019 JSON config once its shards are where the README's download step puts them
+the Google 2019 JSON config once its shards are where docs/traces.md's download step puts them
 (stand-ins here: the synthetic trace in the v3 JSON format under the public shard names), the
 BigQuery one without credentials or network (its queries run only with a project)."""
 
@@ -25,7 +25,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 JSON_CONFIG = REPO / "configs" / "google_2019_json.textproto"
 BIGQUERY_CONFIG = REPO / "configs" / "google_2019_bigquery.textproto"
-# Where the README's gsutil step downloads cell a's shards, relative to the working directory.
+# Where docs/traces.md's gsutil step downloads cell a's shards, relative to the working directory.
 CELL_DIR = pathlib.Path("data") / "clusterdata_2019_a"
 PUBLIC_DATASET = "`google.com:google-cluster-data`.clusterdata_2019_a."
 # The offline environment of CI: no credentials for Google Cloud.

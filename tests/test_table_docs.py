@@ -1,10 +1,10 @@
 """Every output table's columns are documented once, in pipelines/schemas.py, and that one
-description reaches the README's table reference, the Parquet files' field metadata and the
-BigQuery schemas."""
+description reaches the documentation's table reference (docs/tables.md, filled in by
+docs/hooks.py when the site is built), the Parquet files' field metadata and the BigQuery
+schemas."""
 
+import importlib.util
 import pathlib
-import subprocess
-import sys
 
 import apache_beam as beam
 import pyarrow as pa
@@ -15,8 +15,14 @@ from pipelines import schemas
 from pipelines.io import bigquery, sinks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-import gen_table_docs  # noqa: E402  scripts/gen_table_docs.py
+
+
+def docs_hooks():
+    """docs/hooks.py, the MkDocs hooks that generate the reference pages."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize("name", sorted(schemas.TABLES))
@@ -27,28 +33,37 @@ def test_every_table_and_column_has_a_description(name):
     assert not undocumented, f"{name}: columns without a description: {undocumented}"
 
 
-def test_readme_table_reference_is_up_to_date():
-    # The command the README's table reference names, from the repository root.
-    done = subprocess.run([sys.executable, "scripts/gen_table_docs.py", "--check"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    for name in schemas.TABLES:
-        assert f"#### `{name}`" in readme
+def test_the_table_reference_lists_every_table_and_column():
+    reference = docs_hooks().table_reference()
+    for name, schema in schemas.TABLES.items():
+        assert f"## `{name}` {{#{name}}}" in reference
+        for field in schema:
+            assert f"| `{field.name}` |" in reference, (name, field.name)
     field = schemas.PLACEMENT_SUMMARY.field("empty_hosts_pct_vs_best_fit_pp")
     assert (f"| `empty_hosts_pct_vs_best_fit_pp` | float64 | yes | "
-            f"{schemas.description(field)} |") in readme
+            f"{schemas.description(field)} |") in reference
+    usage = schemas.USAGE.field("cpu_usage_distribution")
+    assert "| `cpu_usage_distribution` | list&lt;float64&gt; | yes |" in reference
+    assert schemas.description(usage) in reference
 
 
-def test_check_fails_on_a_stale_reference(tmp_path, monkeypatch, capsys):
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    stale = tmp_path / "README.md"
-    stale.write_text(readme.replace("| the replayed pool |", "| a pool |"), encoding="utf-8")
-    monkeypatch.setattr(gen_table_docs, "README", stale)
-    assert gen_table_docs.main(["--check"]) == 1
-    assert "out of date" in capsys.readouterr().err
-    assert gen_table_docs.main([]) == 0
-    assert stale.read_text(encoding="utf-8") == readme
+def test_the_table_page_is_filled_in_when_the_site_is_built():
+    hooks = docs_hooks()
+    page = (REPO / "docs" / "tables.md").read_text(encoding="utf-8")
+    assert page.count(hooks.TABLE_MARKER) == 1
+    built = hooks.on_page_markdown(page, page=None, config=None, files=None)
+    assert hooks.TABLE_MARKER not in built
+    assert hooks.table_reference() in built
+
+
+def test_a_new_column_reaches_the_reference_with_no_other_step(monkeypatch):
+    # Nothing generated is committed: the page is made from the schemas at every build.
+    extra = schemas.table("one row per test", [
+        schemas.column("widgets_pct", pa.float64(), "widgets, % of | the pool", False)])
+    monkeypatch.setattr(schemas, "TABLES", {**schemas.TABLES, "test_table": extra})
+    reference = docs_hooks().table_reference()
+    assert "## `test_table` {#test_table}\n\nOne row per test." in reference
+    assert "| `widgets_pct` | float64 | no | widgets, % of \\| the pool |" in reference
 
 
 def test_parquet_files_carry_the_descriptions(tmp_path):

@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
 from pipelines.io.dead_letters import (
     COUNTS,
@@ -35,7 +34,6 @@ from pipelines.io.dead_letters import (
     counts,
     parse_tagged,
 )
-from pipelines.io.failures import RunFailed
 from pipelines.io.readers import (
     BOM,
     CHUNK_ROWS,
@@ -44,8 +42,10 @@ from pipelines.io.readers import (
     RowChunk,
     csv_chunks,
     file_blocks,
+    format_of_file,
     iter_lines,
     json_chunks,
+    parquet_batches,
 )
 
 # Decompressed bytes per JSON block (~11k rows of the Google usage table): big enough for the
@@ -456,36 +456,26 @@ def parse_arrow_batch(batch: pa.RecordBatch, columnar: ColumnarParser):
 
 
 class _ParseFile(beam.DoFn):
-    """A matched file → (tag, value) pairs, read, checked and parsed in one pass."""
+    """A matched file → (tag, value) pairs, read, checked and parsed in one pass, in the
+    format `format_of_file` gives it."""
 
-    def __init__(self, fmt: int, columnar: ColumnarParser, chunk_rows: int):
+    def __init__(self, fmt: int, pattern: str, columnar: ColumnarParser, chunk_rows: int):
         self._format = fmt
+        self._pattern = pattern
         self._columnar = columnar
         self._chunk_rows = chunk_rows
 
     def process(self, readable_file):
-        if self._format == Format.CSV:
+        fmt = format_of_file(readable_file, self._format, self._pattern)
+        if fmt == Format.CSV:
             yield from parse_csv_file(line_pieces(file_blocks(readable_file)), self._columnar)
             return
-        if self._format != Format.PARQUET:
+        if fmt != Format.PARQUET:
             for piece in line_pieces(file_blocks(readable_file)):
                 yield from parse_json_piece(piece, self._columnar)
             return
-        for batch in _parquet_batches(readable_file, self._chunk_rows):
+        for batch in parquet_batches(readable_file, self._chunk_rows):
             yield from parse_arrow_batch(batch, self._columnar)
-
-
-def _parquet_batches(readable_file, batch_rows: int):
-    """The record batches of a matched Parquet file; one that is not Parquet fails the run
-    naming it."""
-    with readable_file.open() as handle:
-        try:
-            batches = pq.ParquetFile(handle).iter_batches(batch_size=batch_rows)
-            while (batch := next(batches, None)) is not None:
-                yield batch
-        except pa.ArrowInvalid as e:
-            raise RunFailed(f"{readable_file.metadata.path}: not a readable Parquet "
-                            f"file: {e}") from None
 
 
 def supports(fmt: int) -> bool:
@@ -515,7 +505,8 @@ class ParseTables(beam.PTransform):
 
 class ParseFiles(beam.PTransform):
     """Files matching `pattern` → {rows, dead_letters, counts} PCollections, as
-    ReadFileChunks | ParseChunks(columnar.row_parser) gives them, but columnar."""
+    ReadFileChunks | ParseChunks(columnar.row_parser) gives them (each file in the format
+    `format_of_file` gives it; `fmt` may be AUTO), but columnar."""
 
     def __init__(self, pattern: str, fmt: int, columnar: ColumnarParser,
                  chunk_rows: int = CHUNK_ROWS):
@@ -529,5 +520,6 @@ class ParseFiles(beam.PTransform):
         return (
             pbegin
             | "Files" >> OpenFiles(self._pattern)
-            | "Parse" >> beam.ParDo(_ParseFile(self._format, self._columnar, self._chunk_rows))
+            | "Parse" >> beam.ParDo(_ParseFile(self._format, self._pattern, self._columnar,
+                                               self._chunk_rows))
             | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))

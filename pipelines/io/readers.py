@@ -10,9 +10,11 @@ serialized) live with each source.
 import bz2
 import csv
 import dataclasses
+import itertools
 import json
 import lzma
-from typing import List, Optional
+import re
+from typing import List, Optional, Tuple
 
 import apache_beam as beam
 import orjson
@@ -46,13 +48,37 @@ _DECOMPRESSORS = {
     CompressionTypes.DEFLATE: isal_zlib.decompressobj,
 }
 _CORRUPT = (EOFError, OSError, isal_zlib.error, lzma.LZMAError, zstandard.ZstdError)
+# The leading bytes of the compressed formats that have them (raw deflate has none): no text
+# file starts so (the first three are not UTF-8; bzip2's names its first block or its end).
+_COMPRESSION_MAGIC = (
+    (re.compile(rb"\x1f\x8b"), CompressionTypes.GZIP),
+    (re.compile(rb"\xfd7zXZ\x00"), CompressionTypes.LZMA),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), CompressionTypes.ZSTD),
+    (re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"), CompressionTypes.BZIP2),
+)
+# A Parquet file starts (and ends) with these bytes; no JSON or CSV text does.
+PARQUET_MAGIC = b"PAR1"
+# Format names in file endings (before a compression ending).
+_ENDINGS = ((".parquet", Format.PARQUET), (".csv", Format.CSV), (".json", Format.JSON),
+            (".jsonl", Format.JSON), (".ndjson", Format.JSON))
 
 
-def _members(raw, new_decompressor, block_bytes):
-    """Decompressed blocks of every member of a compressed stream; EOFError when the stream
-    ends inside a member (Beam's own reader returns what it has instead)."""
+def compression_of(path: str, head: bytes) -> str:
+    """A file's compression (a CompressionTypes value): the one its ending names, else the
+    one its leading bytes `head` show (gzip, bzip2, xz, zstd), else uncompressed."""
+    compression = CompressionTypes.detect_compression_type(path)
+    if compression != CompressionTypes.UNCOMPRESSED:
+        return compression
+    return next((kind for magic, kind in _COMPRESSION_MAGIC if magic.match(head)),
+                CompressionTypes.UNCOMPRESSED)
+
+
+def _members(blocks, new_decompressor):
+    """Decompressed blocks of every member of a compressed stream given as raw `blocks`;
+    EOFError when the stream ends inside a member (Beam's own reader returns what it has
+    instead)."""
     decompressor, started = new_decompressor(), False
-    while block := raw.read(block_bytes):
+    for block in blocks:
         started = True
         while block:
             if decompressor.eof:
@@ -65,19 +91,44 @@ def _members(raw, new_decompressor, block_bytes):
         raise EOFError("the file ends before its end-of-stream marker (truncated?)")
 
 
+def _raw_blocks(raw, block_bytes: int):
+    while block := raw.read(block_bytes):
+        yield block
+
+
+def _not_parquet(blocks, path: str, compression: str):
+    """The non-empty `blocks` (decompressed), failing if they are a Parquet file's."""
+    blocks = (block for block in blocks if block)
+    first = next(blocks, b"")
+    if first.startswith(PARQUET_MAGIC):
+        raise RunFailed(_compressed_parquet(path, compression))
+    if first:
+        yield first
+    yield from blocks
+
+
+def _compressed_parquet(path: str, compression: str) -> str:
+    return (f"{path}: a {compression}-compressed Parquet file, which cannot be read in place; "
+            "decompress it (Parquet compresses its own pages)")
+
+
 def file_blocks(readable_file, block_bytes: int = BLOCK_BYTES):
-    """The bytes of a matched file in blocks, decompressed by its ending (.gz, .bz2, .xz,
-    .zst, .deflate). A compressed file that is cut short or corrupt fails the run (RunFailed,
-    naming it): the rows lost inside it could not be counted as dead letters."""
+    """The bytes of a matched text file in blocks, decompressed as `compression_of` says (its
+    ending, else its leading bytes). A compressed file that is cut short or corrupt, or that
+    holds a Parquet file, fails the run (RunFailed, naming it): the rows lost inside it could
+    not be counted as dead letters."""
     path = readable_file.metadata.path
-    compression = CompressionTypes.detect_compression_type(path)
     with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        blocks = _raw_blocks(raw, block_bytes)
+        first = next(blocks, b"")
+        compression = compression_of(path, first)
+        blocks = itertools.chain([first] if first else [], blocks)
         if compression not in _DECOMPRESSORS:
-            while block := raw.read(block_bytes):
-                yield block
+            yield from blocks
             return
         try:
-            yield from _members(raw, _DECOMPRESSORS[compression], block_bytes)
+            yield from _not_parquet(_members(blocks, _DECOMPRESSORS[compression]), path,
+                                    compression)
         except _CORRUPT as e:
             raise RunFailed(f"{path}: not a valid {compression} file: {e}") from None
 
@@ -90,6 +141,8 @@ class RowChunk:
     raw: List[Optional[str]]
     # Rows that could not even be decoded: (reason, raw text).
     undecodable: List[tuple] = dataclasses.field(default_factory=list)
+    # Where the rows come from: (file, the chunk's index among that file's chunks), if known.
+    origin: Optional[Tuple[str, int]] = None
 
     def raw_text(self, i: int) -> str:
         if self.raw[i] is not None:
@@ -97,18 +150,39 @@ class RowChunk:
         return json.dumps(self.rows[i], default=str, sort_keys=True)
 
 
+def _ending_format(path: str) -> Optional[int]:
+    """The format a path's ending names (.parquet, .csv, .json, .jsonl, .ndjson, each maybe
+    followed by a compression ending), else None."""
+    name = path.lower()
+    if CompressionTypes.detect_compression_type(name) != CompressionTypes.UNCOMPRESSED:
+        name = name.rpartition(".")[0]
+    return next((fmt for ending, fmt in _ENDINGS if name.endswith(ending)), None)
+
+
 def file_format(table_input) -> int:
-    """The format of a path input: its `format`, else guessed from the file ending."""
+    """The format of a path input: its `format`, else guessed from the pattern's ending."""
     if table_input.format != Format.AUTO:
         return table_input.format
-    path = table_input.path.lower()
-    for suffix in (".gz", ".bz2", ".zst", ".deflate"):
-        path = path.removesuffix(suffix)
-    if path.endswith(".parquet"):
+    return _ending_format(table_input.path) or Format.JSON
+
+
+def is_parquet(readable_file) -> bool:
+    """Whether a matched file is an (uncompressed) Parquet file: it starts with Parquet's
+    magic bytes."""
+    with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        return raw.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+
+
+def format_of_file(readable_file, fmt: int, pattern: str) -> int:
+    """The format one file matched by `pattern` is read in, so that every row of every file
+    is read: Parquet if the file is Parquet (`is_parquet`), else `fmt` unless AUTO, else
+    the format its own ending names, else the pattern's (JSON if none)."""
+    if is_parquet(readable_file):
         return Format.PARQUET
-    if path.endswith(".csv"):
-        return Format.CSV
-    return Format.JSON
+    if fmt != Format.AUTO:
+        return fmt
+    return (_ending_format(readable_file.metadata.path) or _ending_format(pattern)
+            or Format.JSON)
 
 
 class InvalidUtf8(str):
@@ -220,29 +294,52 @@ def csv_chunks(lines, chunk_rows=CHUNK_ROWS, fieldnames=None):
         yield chunk
 
 
-def _parquet_chunks(handle, chunk_rows):
-    for batch in pq.ParquetFile(handle).iter_batches(batch_size=chunk_rows):
-        rows = batch.to_pylist()
-        yield RowChunk(rows, [None] * len(rows))
+def parquet_batches(readable_file, batch_rows: int, columns=None):
+    """The record batches of a matched Parquet file (only `columns`, if given: all must be
+    there); a file that is not one, or lacks a column, fails the run naming it."""
+    path = readable_file.metadata.path
+    with readable_file.open(compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        compression = compression_of(path, handle.read(16))
+        handle.seek(0)
+        try:
+            parquet = pq.ParquetFile(handle)
+        except pa.ArrowInvalid as e:
+            if compression != CompressionTypes.UNCOMPRESSED:
+                raise RunFailed(_compressed_parquet(path, compression)) from None
+            raise RunFailed(f"{path}: not a readable Parquet file: {e}") from None
+        names = parquet.schema_arrow.names
+        missing = [c for c in columns or () if c not in names]
+        if missing:
+            raise RunFailed(f"{path}: a Parquet file without the input's columns "
+                            f"{', '.join(missing)} (it has {', '.join(names)})")
+        try:
+            yield from parquet.iter_batches(batch_size=batch_rows, columns=columns)
+        except pa.ArrowInvalid as e:
+            raise RunFailed(f"{path}: not a readable Parquet file: {e}") from None
 
 
 class _ReadFileChunks(beam.DoFn):
-    """A matched file → RowChunks (the file is read in one pass, chunk by chunk)."""
+    """A matched file → RowChunks (the file is read in one pass, chunk by chunk), in the
+    format `format_of_file` gives it."""
 
-    def __init__(self, fmt: int, chunk_rows: int, fieldnames=None):
+    def __init__(self, fmt: int, pattern: str, chunk_rows: int, fieldnames=None):
         self._format = fmt
+        self._pattern = pattern
         self._chunk_rows = chunk_rows
         self._fieldnames = fieldnames
 
     def process(self, readable_file):
-        if self._format == Format.PARQUET:
-            with readable_file.open() as handle:
-                try:
-                    yield from _parquet_chunks(handle, self._chunk_rows)
-                except pa.ArrowInvalid as e:
-                    raise RunFailed(f"{readable_file.metadata.path}: not a readable Parquet "
-                                     f"file: {e}") from None
-        elif self._format == Format.CSV:
+        for index, chunk in enumerate(self._chunks(readable_file)):
+            chunk.origin = (readable_file.metadata.path, index)
+            yield chunk
+
+    def _chunks(self, readable_file):
+        fmt = format_of_file(readable_file, self._format, self._pattern)
+        if fmt == Format.PARQUET:
+            for batch in parquet_batches(readable_file, self._chunk_rows, self._fieldnames):
+                rows = batch.to_pylist()
+                yield RowChunk(rows, [None] * len(rows))
+        elif fmt == Format.CSV:
             yield from csv_chunks(iter_lines(file_blocks(readable_file)), self._chunk_rows,
                                   self._fieldnames)
         else:
@@ -281,7 +378,8 @@ class OpenFiles(beam.PTransform):
 
 
 class ReadFileChunks(beam.PTransform):
-    """Files matching `pattern` → PCollection[RowChunk]. A pattern matching nothing fails."""
+    """Files matching `pattern` → PCollection[RowChunk], each file in the format
+    `format_of_file` gives it (`fmt` may be AUTO). A pattern matching nothing fails."""
 
     def __init__(self, pattern: str, fmt: int, chunk_rows: int = CHUNK_ROWS, fieldnames=None):
         super().__init__()
@@ -295,7 +393,8 @@ class ReadFileChunks(beam.PTransform):
             pbegin
             | "Files" >> OpenFiles(self._pattern)
             | "Chunks" >> beam.ParDo(
-                _ReadFileChunks(self._format, self._chunk_rows, self._fieldnames)))
+                _ReadFileChunks(self._format, self._pattern, self._chunk_rows,
+                                self._fieldnames)))
 
 
 class ReadTableChunks(beam.PTransform):
@@ -312,7 +411,7 @@ class ReadTableChunks(beam.PTransform):
     def expand(self, pbegin):
         which = self._input.WhichOneof("input")
         if which == "path":
-            return pbegin | ReadFileChunks(self._input.path, file_format(self._input),
+            return pbegin | ReadFileChunks(self._input.path, self._input.format,
                                            self._chunk_rows)
         return (pbegin
                 | "ReadBigQuery" >> read_bigquery(self._input, self._columns)

@@ -5,14 +5,15 @@
                      tables
     figures/*.png    every figure, also as figures/*.svg
 
-One module per stage's figures: overcommit.py, placement.py, lifetime.py, shaping.py;
-figures.py saves and embeds them. The report reads a local results directory as `fleetcast
-query` does: the files its run manifest lists (pipelines/io/publish.py), and the config the
-manifest records.
+One module per stage's figures, named by the stage registry (pipelines/stages/registry.py):
+overcommit.py, lifetime.py, placement.py, shaping.py; figures.py saves and embeds them. The
+report reads a local results directory as `fleetcast query` does: the files its run manifest
+lists (pipelines/io/manifests.py), and the config the manifest records.
 """
 
 import datetime
 import html
+import importlib
 import pathlib
 from typing import Optional
 
@@ -23,10 +24,9 @@ import pyarrow.parquet as pq
 from pipelines import config as run_config
 from pipelines.io import manifests
 from pipelines.query import QueryError, table_files
-from pipelines.report import lifetime, overcommit, placement, shaping
 from pipelines.report.figures import FigureWriter
+from pipelines.stages.registry import STAGES
 
-STAGES = (overcommit, placement, lifetime, shaping)
 STYLE = """
 body { font-family: sans-serif; max-width: 1250px; margin: 1em auto; color: #222; }
 h1 { border-bottom: 2px solid #444; } h2 { border-bottom: 1px solid #aaa; margin-top: 2em; }
@@ -85,7 +85,8 @@ def write_report(results_dir: str, out_dir: Optional[str] = None) -> pathlib.Pat
     name = config.name or results.name
     body = [f"<h1>fleetcast run {html.escape(name)}</h1>",
             _run_section(results, config, tables)]
-    body += [stage.section(tables, config, figures) for stage in STAGES]
+    body += [importlib.import_module(stage.report).section(tables, config, figures)
+             for _, stage in STAGES.items() if stage.report]
     created = datetime.datetime.now().isoformat(timespec="seconds")
     page = out / "report.html"
     page.write_text(

@@ -5,7 +5,9 @@ days (a negative start: alive when the trace starts; a NULL end: still alive at 
 vmType(id, vmTypeId, machineId, core, memory, hdd, ssd, nic) giving each VM type's demand as
 fractions of one machine of type machineId. One machine type is chosen (the config's, else the
 one most VM types are sized for); requests are its fractions and the pool is named after it.
-The trace has no hosts: `machines` is empty and the placement config gives host counts.
+A VM is one instance: of the rows of a vmId (as text, its instance_id) the first valid one in
+the file (lowest rowid) is kept, the others are dead letters. The trace has no hosts:
+`machines` is empty and the placement config gives host counts.
 """
 
 import json
@@ -37,6 +39,11 @@ SOURCE = "azure_packing_2020"
 
 CHUNK_ROWS = 50_000
 VM_COLUMNS = ("vmId", "tenantId", "vmTypeId", "priority", "starttime", "endtime")
+# vmId as its instance_id, `str(vmId)` (SQLite's text of an integer is Python's), so that the
+# rows of one instance_id come together when sorted by it.
+_VM_ID_TEXT = ("CASE typeof(vmId) WHEN 'integer' THEN CAST(vmId AS TEXT) "
+               "WHEN 'real' THEN python_str(vmId) WHEN 'blob' THEN python_str(vmId) "
+               "ELSE vmId END")
 
 
 def _local_copy(path: str):
@@ -75,10 +82,13 @@ def read_packing_trace(path: str, machine_type_id=None):
             sizes = {vm_type: (core, memory) for vm_type, core, memory in connection.execute(
                 "SELECT vmTypeId, core, memory FROM vmType WHERE machineId = ?",
                 (machine_type,))}
-            cursor = connection.execute(f"SELECT {', '.join(VM_COLUMNS)} FROM vm ORDER BY vmId")
+            connection.create_function("python_str", 1, str, deterministic=True)
+            cursor = connection.execute(f"SELECT rowid, {', '.join(VM_COLUMNS)} FROM vm "
+                                        f"ORDER BY {_VM_ID_TEXT}, rowid")
             pool = f"machine_type_{machine_type}"
+            last_kept = [None, None]
             while rows := cursor.fetchmany(CHUNK_ROWS):
-                yield _chunk(rows, sizes, pool, machine_type)
+                yield _chunk(rows, sizes, pool, machine_type, last_kept)
         except (sqlite3.DatabaseError, ValueError) as e:
             raise RunFailed(f"{path}: not an Azure packing trace (SQLite with tables vm and "
                             f"vmType): {e}") from None
@@ -135,12 +145,18 @@ def _reject_reason(row, sizes, machine_type):
     return None
 
 
-def _chunk(rows, sizes, pool, machine_type):
+def _chunk(rows, sizes, pool, machine_type, last_kept: list):
+    """(instances, dead letters, counts) of (rowid, *VM_COLUMNS) rows in the order of their
+    instance_id, then rowid; `last_kept` is [instance_id, rowid] of the last row kept before
+    them, updated: a valid row of the same instance_id is a duplicate."""
     keep, reasons, raws = [], [], []
-    for row in rows:
+    for rowid, *row in rows:
         reason = _reject_reason(row, sizes, machine_type)
+        if reason is None and str(row[0]) == last_kept[0]:
+            reason = f"duplicate vmId {last_kept[0]} (first at rowid {last_kept[1]})"
         if reason is None:
             keep.append(row)
+            last_kept[:] = [str(row[0]), rowid]
         else:
             reasons.append(reason)
             raws.append(json.dumps(dict(zip(VM_COLUMNS, row)),

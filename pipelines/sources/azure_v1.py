@@ -4,9 +4,11 @@ vmtable (CSV, no header): vmid, subscriptionid, deploymentid, vmcreated, vmdelet
 avgcpu, p95maxcpu, vmcategory, vmcorecount(bucket), vmmemory(bucket); times in seconds.
 vm_cpu_readings (CSV, no header): timestamp (s), vmid, mincpu, maxcpu, avgcpu (percent).
 
-A VM's limit is its core count (and memory in GB); usage = cpu% / 100 × cores. VMs that the
-readings name but the vmtable does not (or no vmtable at all) get the configured default
-size. The trace has no hosts: `machines` is empty and the config gives host shapes.
+A VM's limit is its core count (and memory in GB); usage = cpu% / 100 × cores. A VM is one
+instance: of the valid vmtable rows of a vmid the first in the input (files in path order) is
+kept, the others are dead letters. VMs that the readings name but the vmtable does not (or no
+vmtable at all) get the configured default size. The trace has no hosts: `machines` is empty
+and the config gives host shapes.
 
 V2's size buckets such as ">24" are read as their lower bound (24), documented rather than
 guessed upward.
@@ -28,8 +30,12 @@ from pipelines.io.dead_letters import (
     INT64_MAX,
     ROWS,
     ChunkParser,
-    ParseChunks,
     RowError,
+    SplitByTag,
+    counts,
+    dead_letter_table,
+    parse_tagged,
+    rows_as_dead_letters,
     to_float,
 )
 from pipelines.io.readers import ReadFileChunks
@@ -46,6 +52,10 @@ VMTABLE = pa.schema([
     ("created_us", pa.int64()), ("deleted_us", pa.int64()), ("cores", pa.float64()),
     ("memory_gb", pa.float64()), ("vm_category", pa.string()),
 ])
+
+# A parsed vmtable row and its place in the input: its file and its order there.
+PLACED_VMTABLE = VMTABLE.append(pa.field("file", pa.string())).append(
+    pa.field("order", pa.int64()))
 
 READINGS = pa.schema([
     ("vmid", pa.string()), ("time_us", pa.int64()), ("max_cpu_percent", pa.float64()),
@@ -114,6 +124,37 @@ class ReadingsParser(ChunkParser):
         return (_vm_id(row), _seconds_to_us(row["timestamp"], "timestamp", required=True),
                 _percent(row["maxcpu"], "maxcpu", required=False),
                 _percent(row["avgcpu"], "avgcpu", required=True))
+
+
+def parse_placed_vmtable(chunk, parser: VmTableParser):
+    """(tag, value) pairs of a RowChunk of the vmtable (parse_tagged), the rows with their
+    place in the input (PLACED_VMTABLE)."""
+    for tag, value in parse_tagged(chunk, parser):
+        if tag == ROWS:
+            path, index = chunk.origin
+            n = value.num_rows
+            value = value.append_column("file", pa.array([path] * n, pa.string()))
+            value = value.append_column("order", pa.array((index << 32) + np.arange(n)))
+        yield tag, value
+
+
+def first_of_each_vm(vms: pa.Table):
+    """(the first row of each vmid of PLACED_VMTABLE rows in input order, dead letters of the
+    others)."""
+    order = pc.sort_indices(vms, sort_keys=[("vmid", "ascending"), ("file", "ascending"),
+                                            ("order", "ascending")]).to_numpy()
+    ids = vms.column("vmid").to_numpy(zero_copy_only=False)[order]
+    repeated = np.zeros(len(ids), dtype=bool)
+    repeated[1:] = ids[1:] == ids[:-1]
+    if not repeated.any():
+        return vms, dead_letter_table(SOURCE, "vmtable", [], [])
+    first = np.maximum.accumulate(np.where(repeated, 0, np.arange(len(ids))))
+    files = vms.column("file").to_numpy(zero_copy_only=False)[order]
+    reasons = [f"duplicate vmid {vmid} (first in {file})"
+               for vmid, file in zip(ids[repeated], files[first[repeated]])]
+    dead = rows_as_dead_letters(SOURCE, "vmtable",
+                                vms.take(order[repeated]).drop_columns(["order"]), reasons)
+    return vms.take(np.sort(order[~repeated])), dead
 
 
 def split_by_deployment(table: pa.Table, num_shards: int):
@@ -187,15 +228,23 @@ def readings_usage(readings: pa.Table, vms: pa.Table, default_cores: float,
 
 def _deployment_instances(element, pool: str) -> pa.Table:
     _, tables = element
-    return vm_instances(sharding.concat(tables, VMTABLE), pool)
+    return vm_instances(sharding.concat(tables, PLACED_VMTABLE), pool)
 
 
-def _shard_usage(element, default_cores: float, default_memory_gb: float):
+def _shard_vms_and_usage(element, default_cores: float, default_memory_gb: float):
+    """(vmid shard, {vms, readings}) → (tag, value) pairs: the shard's VMs without duplicate
+    vmids ("vms"), their dead letters and counts, and the usage of its readings."""
     _, grouped = element
+    vms, dead = first_of_each_vm(sharding.concat(grouped["vms"], PLACED_VMTABLE))
+    if vms.num_rows:
+        yield "vms", vms
+    if dead.num_rows:
+        # Parsed rows that turn out duplicates move from kept to rejected.
+        yield COUNTS, counts(SOURCE, "vmtable", 0, -dead.num_rows, dead.num_rows)
+        yield DEAD_LETTERS, dead
     readings = sharding.concat(grouped["readings"], READINGS)
     if readings.num_rows:
-        yield readings_usage(readings, sharding.concat(grouped["vms"], VMTABLE), default_cores,
-                             default_memory_gb)
+        yield "usage", readings_usage(readings, vms, default_cores, default_memory_gb)
 
 
 class ReadAzureV1(beam.PTransform):
@@ -207,7 +256,7 @@ class ReadAzureV1(beam.PTransform):
         self._source = source
         self._num_shards = source.num_shards
 
-    def _read(self, pbegin, name, path, columns, parser):
+    def _read(self, pbegin, name, path, columns, parse, parser):
         if not path:
             empty = pbegin | f"No{name}" >> beam.Create([])
             return empty, empty, empty
@@ -215,36 +264,42 @@ class ReadAzureV1(beam.PTransform):
             pbegin
             | f"Read{name}" >> ReadFileChunks(path, fleetcast_pb2.TableInput.CSV,
                                               fieldnames=list(columns))
-            | f"Parse{name}" >> ParseChunks(parser))
+            | f"Parse{name}" >> beam.FlatMap(parse, parser)
+            | f"Split{name}" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))
         return parsed[ROWS], parsed[DEAD_LETTERS], parsed[COUNTS]
 
     def expand(self, pbegin):
         source = self._source
-        vms, vms_dead, vms_counts = self._read(pbegin, "vmtable", source.vmtable,
-                                               VMTABLE_COLUMNS, VmTableParser())
+        vms, vms_dead, vms_counts = self._read(
+            pbegin, "vmtable", source.vmtable, VMTABLE_COLUMNS, parse_placed_vmtable,
+            VmTableParser())
         readings, readings_dead, readings_counts = self._read(
-            pbegin, "vm_cpu_readings", source.vm_cpu_readings, READINGS_COLUMNS,
+            pbegin, "vm_cpu_readings", source.vm_cpu_readings, READINGS_COLUMNS, parse_tagged,
             ReadingsParser())
-        # Deployment sizes need every VM of a deployment together.
-        instances = (
-            vms
-            | "ShardByDeployment" >> beam.FlatMap(split_by_deployment, self._num_shards)
-            | "GroupDeployments" >> beam.GroupByKey()
-            | "Instances" >> beam.Map(_deployment_instances, source.pool))
-        usage = (
+        # A VM's rows and readings together: duplicate vmids out, usage scaled by its cores.
+        by_vm = (
             {"vms": vms | "ShardVms" >> beam.FlatMap(sharding.split_by_key, "vmid",
                                                       self._num_shards),
              "readings": readings | "ShardReadings" >> beam.FlatMap(
                  sharding.split_by_key, "vmid", self._num_shards)}
             | "GroupByVm" >> beam.CoGroupByKey()
-            | "Usage" >> beam.FlatMap(_shard_usage, source.default_core_count,
-                                      source.default_memory_gb))
+            | "VmsAndUsage" >> beam.FlatMap(_shard_vms_and_usage, source.default_core_count,
+                                            source.default_memory_gb)
+            | "SplitVmsAndUsage" >> SplitByTag(("vms", "usage", DEAD_LETTERS, COUNTS)))
+        # Deployment sizes need every VM of a deployment together.
+        instances = (
+            by_vm["vms"]
+            | "ShardByDeployment" >> beam.FlatMap(split_by_deployment, self._num_shards)
+            | "GroupDeployments" >> beam.GroupByKey()
+            | "Instances" >> beam.Map(_deployment_instances, source.pool))
         return {
             "machines": pbegin | "NoMachines" >> beam.Create([]),
             "instances": instances,
-            "usage": usage,
-            "dead_letters": (vms_dead, readings_dead) | "FlattenDeadLetters" >> beam.Flatten(),
-            "counts": (vms_counts, readings_counts) | "FlattenCounts" >> beam.Flatten(),
+            "usage": by_vm["usage"],
+            "dead_letters": ((vms_dead, readings_dead, by_vm[DEAD_LETTERS])
+                             | "FlattenDeadLetters" >> beam.Flatten()),
+            "counts": ((vms_counts, readings_counts, by_vm[COUNTS])
+                       | "FlattenCounts" >> beam.Flatten()),
         }
 
 

@@ -484,7 +484,7 @@ class ReadGoogleV3(beam.PTransform):
         if (self._columnar and name in COLUMNAR and which == "path"
                 and columnar.supports(file_format(table_input))):
             parsed = pbegin | f"Read{name}" >> columnar.ParseFiles(
-                table_input.path, file_format(table_input), COLUMNAR[name]())
+                table_input.path, table_input.format, COLUMNAR[name]())
         elif self._columnar and name in COLUMNAR and which != "path":
             parsed = (pbegin
                       | f"Read{name}" >> read_bigquery(table_input, BIGQUERY_COLUMNS[name])

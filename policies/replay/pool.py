@@ -123,7 +123,7 @@ class PoolState:
         last cleared the list.
       occupancy[h]: live VMs plus in-flight migration reservations; 0 means empty.
       available[h]: False while the host is being drained (no new placements).
-      free_key[h]: the host's Best-Fit key (score(h), h, room[h][0], room[h][-1]), or None
+      free_key[h]: the host's Best-Fit key `(score(h), h, room[h][0], room[h][-1])`, or None
         if the host is full; a new tuple whenever the room changes. Indexes sort by it (the
         room values let them test fits and bound groups of hosts without reading `room`).
     """

@@ -150,11 +150,13 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
     Args:
       lifetimes: the lifetime source; a one-shot policy (LA) gets it wrapped in
         OneShotLifetimes.
-      start_us, end_us: replay window (default: first and last arrival).
+      start_us: start of the replay window (default: the first arrival).
+      end_us: end of the replay window (default: the last arrival).
       warmup_s: metrics start this long after `start_us` (001 App. F: two days).
       sample_period_s: time between metric samples.
       refresh_interval_s: HostExitCache refresh interval for repredicting sources.
-      inflation_mix, stranding_every: stranding by inflation every n-th sample (None: off).
+      inflation_mix: the VM shapes of stranding by inflation (None: no stranding).
+      stranding_every: stranding is measured at every n-th metric sample.
       lars: optional defragmenter.
       weights: Best-Fit dimension weights (PoolState default if None).
       warm_start: POLICY_FROM_START or BEST_FIT_UNTIL_METRICS (module docstring).

@@ -1,0 +1,96 @@
+"""The registry of analysis stages: RunConfig field → transform, validation, tables, report.
+
+A stage is a PTransform from the dict of tables built so far (the canonical tables and
+earlier stages' outputs, by name) to a dict of new tables; a "dead_letters" entry joins the
+run's one dead-letter table. Stages run in registration order when their RunConfig field is
+set. A new stage is a package under pipelines/stages/ (its transform and `validate_config`),
+its message in RunConfig (configs/fleetcast.proto), its tables' schemas (pipelines/schemas.py),
+optionally a report module (pipelines/report/) with `section(tables, config, figures)`, and one
+`STAGES.register` call below. Each stage's modules are imported only when a config uses it
+(the lifetime stage loads LightGBM).
+"""
+
+import dataclasses
+import importlib
+from typing import Callable, Optional, Tuple
+
+from configs.registry import Registry
+from pipelines import schemas
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One analysis stage, for the RunConfig field it is registered under.
+
+    Attributes:
+      label: the Beam label of its transform ("Overcommit").
+      build: (stage message, work_dir) -> its PTransform.
+      validate: (checker, run config, trace source or None) -> None, reporting problems
+        under the stage's field.
+      tables: the names of the tables it writes (pipelines/schemas.py).
+      summary: stage message -> one clause for `fleetcast validate` ("placement: 4 policies").
+      report: the report module drawing its section (pipelines/report/), or None.
+    """
+
+    label: str
+    build: Callable
+    validate: Callable
+    tables: Tuple[str, ...]
+    summary: Callable
+    report: Optional[str] = None
+
+
+def _stage(name: str):
+    """The package pipelines.stages.`name`, imported on first use."""
+    return importlib.import_module(f"pipelines.stages.{name}")
+
+
+def _has_hosts(source) -> bool:
+    return source is None or source.has_hosts
+
+
+def _has_usage(config) -> bool:
+    from pipelines.config import has_usage  # pipelines.config imports this module
+    return has_usage(config)
+
+
+STAGES = Registry("stage")
+STAGES.register("overcommit", Stage(
+    label="Overcommit",
+    build=lambda message, work_dir: _stage("overcommit").OvercommitStage(message),
+    validate=lambda check, config, source: _stage("overcommit").validate_config(
+        check, config.overcommit, source, _has_usage(config)),
+    tables=tuple(schemas.OVERCOMMIT_TABLES),
+    summary=lambda message: f"overcommit: {len(message.fortune_teller)} fortune tellers",
+    report="pipelines.report.overcommit"))
+STAGES.register("lifetime_model", Stage(
+    label="Lifetime",
+    build=lambda message, work_dir: _stage("lifetime").LifetimeStage(message, work_dir),
+    validate=lambda check, config, source: _stage("lifetime").validate_config(
+        check, config.lifetime_model),
+    tables=tuple(schemas.LIFETIME_TABLES), summary=lambda message: "lifetime model",
+    report="pipelines.report.lifetime"))
+STAGES.register("placement", Stage(
+    label="Placement",
+    build=lambda message, work_dir: _stage("placement").PlacementStage(message),
+    validate=lambda check, config, source: _stage("placement").validate_config(
+        check, config.placement,
+        config.lifetime_model if config.HasField("lifetime_model") else None,
+        has_hosts=_has_hosts(source)),
+    tables=tuple(schemas.PLACEMENT_TABLES),
+    summary=lambda message: (f"placement: {len(message.policy) + len(message.policy_plugin)} "
+                             "policies"),
+    report="pipelines.report.placement"))
+STAGES.register("shaping", Stage(
+    label="Shaping",
+    build=lambda message, work_dir: _stage("shaping").ShapingStage(message),
+    validate=lambda check, config, source: _stage("shaping").validate_config(
+        check, config.shaping, has_hosts=_has_hosts(source)),
+    tables=tuple(schemas.SHAPING_TABLES),
+    summary=lambda message: f"shaping: {len(message.policy)} policies",
+    report="pipelines.report.shaping"))
+
+
+def configured(config):
+    """(field, Stage) of every stage `config` sets, in run order."""
+    return [(field, stage) for field, stage in STAGES.items() if config.HasField(field)]
