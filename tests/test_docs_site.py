@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-
 import urllib.parse
 
 import pytest
@@ -102,7 +101,7 @@ def test_the_site_builds_strictly(site):
     assert "PlacementPolicy" in api and "select" in api
 
 
-# A browser test: it drives Debian's headless Chromium.
+@pytest.mark.browser
 @needs_mkdocs
 @pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver: apt-get install -y "
                     "chromium chromium-driver (scripts/setup_venv.sh does)")
