@@ -4,6 +4,7 @@ random placement pools and a replay checker, a hand driver of placement policies
 trace whose job name sets the lifetime, and the README's code blocks. Test modules import from
 here, never from each other; what benchmarks share with tests is in fleetcast_testing/."""
 
+import contextlib
 import glob
 import gzip
 import hashlib
@@ -12,6 +13,7 @@ import math
 import os
 import pathlib
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -292,3 +294,27 @@ def boundary_uptimes_s(thresholds: np.ndarray) -> np.ndarray:
     special = np.concatenate([[0.0], edges, np.nextafter(edges, np.inf),
                               np.nextafter(edges, -np.inf)])
     return special[special >= 0]
+
+
+CHROMEDRIVER = shutil.which("chromedriver")
+needs_chromium = pytest.mark.skipif(
+    CHROMEDRIVER is None,
+    reason="no chromedriver: apt-get install -y chromium chromium-driver "
+           "(scripts/setup_venv.sh does)")
+
+
+@contextlib.contextmanager
+def headless_chromium():
+    """A selenium driver of Debian's Chromium, headless, 1300 x 1000; quit on exit."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1300,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

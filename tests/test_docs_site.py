@@ -6,7 +6,6 @@ selenium, as tests/test_report.py does)."""
 import importlib.util
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -15,10 +14,10 @@ import pytest
 import yaml
 
 from configs import fleetcast_pb2
+from tests.helpers import headless_chromium, needs_chromium
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MKDOCS = pathlib.Path(sys.executable).parent / "mkdocs"
-CHROMEDRIVER = shutil.which("chromedriver")
 # The pages the browser test opens, with their first heading.
 OPENED_PAGES = {"index.html": "fleetcast", "stages/placement.html": "Placement replay"}
 
@@ -103,21 +102,12 @@ def test_the_site_builds_strictly(site):
 
 @pytest.mark.browser
 @needs_mkdocs
-@pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver: apt-get install -y "
-                    "chromium chromium-driver (scripts/setup_venv.sh does)")
+@needs_chromium
 def test_the_built_pages_open_in_headless_chromium_with_every_page_in_the_nav(site, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     site_dir, built = site
     assert built.returncode == 0, built.stderr[-3000:]
     expected = nav_titles()
-    options = webdriver.ChromeOptions()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1300,1000"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with headless_chromium() as driver:
         for page, heading in OPENED_PAGES.items():
             driver.get((site_dir / page).as_uri())
             title = driver.execute_script(
@@ -138,5 +128,3 @@ def test_the_built_pages_open_in_headless_chromium_with_every_page_in_the_nav(si
             screenshot = tmp_path / (page.replace("/", "_") + ".png")
             driver.save_screenshot(str(screenshot))
             assert screenshot.stat().st_size > 20_000, page
-    finally:
-        driver.quit()

@@ -2,7 +2,6 @@
 Chromium (Debian's chromium + chromium-driver, driven by selenium): every figure loads."""
 
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -12,10 +11,10 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines.report import overcommit, placement, shaping
+from tests.helpers import headless_chromium, needs_chromium
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 SCREENSHOT = pathlib.Path("/tmp/fleetcast_report.png")
-CHROMEDRIVER = shutil.which("chromedriver")
 # Every stage on a tiny synthetic trace; the placement sweeps three noisy accuracies, the
 # shaping two forecasters over 2 K1 × 2 K2 on 2 small hosts (so that applications queue).
 CONFIG = """
@@ -102,20 +101,11 @@ def test_teller_labels_say_what_each_teller_computes():
 
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver: apt-get install -y "
-                    "chromium chromium-driver (scripts/setup_venv.sh does)")
+@needs_chromium
 def test_every_figure_loads_in_headless_chromium(report):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     results, done = report
     assert done.returncode == 0, done.stderr[-3000:]
-    options = webdriver.ChromeOptions()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1300,1000"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with headless_chromium() as driver:
         driver.get((results / "report" / "report.html").as_uri())
         images = driver.execute_script(
             "return Array.from(document.images).map(i => [i.closest('figure').id, i.complete,"
@@ -126,8 +116,6 @@ def test_every_figure_loads_in_headless_chromium(report):
         height = driver.execute_script("return document.body.scrollHeight;")
         driver.set_window_size(1300, min(height + 100, 16000))
         driver.save_screenshot(str(SCREENSHOT))
-    finally:
-        driver.quit()
     assert SCREENSHOT.stat().st_size > 50_000
 
 
