@@ -68,6 +68,8 @@ MANIFEST_SCHEMA = schemas.table("One row per fleetcast run published into this d
 
 
 class TableRef(NamedTuple):
+    """A BigQuery table: its project (None: the client's default), dataset and name."""
+
     project: Optional[str]
     dataset: str
     table: str
