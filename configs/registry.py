@@ -1,31 +1,21 @@
 """Registries of plug-ins, and plug-ins loaded from outside fleetcast by import path.
 
-fleetcast has one registry per kind of plug-in: peak predictors
-(`predictors.peak.registry.PEAK_PREDICTORS`), placement policies
-(`policies.registry.PLACEMENT_POLICIES`), trace sources (`pipelines.sources.SOURCES`) and
-lifetime models (`predictors.lifetime.registry.LIFETIME_MODELS`). An entry maps a name (the
-config's field or enum name) to what builds the object and what validates its config; the
-built-ins register through `Registry.register` like anything else.
-
-A config can also name a class outside the project (`plugin { class_path params }`). The
-class is imported and built with the string parameters converted by this typing rule, for
-each parameter of the constructor (`__init__`):
+One `Registry` per kind of plug-in (peak predictors, placement policies, trace sources,
+lifetime models) maps a name (the config's field or enum name) to what builds the object and
+validates its config; the built-ins register like anything else (docs/extending.md). A config
+can also name a class outside the project (`plugin { class_path params }`), built with its
+string parameters converted, per constructor parameter, by this typing rule:
 
 1. its annotation, if it is `int`, `float`, `bool` or `str` (or `Optional` of one);
 2. else the type of its default value, if that is one of those;
 3. else the value read as a JSON literal (`0.5`, `3`, `true`, `[1, 2]`, `"text"`), or the
    string itself when it is not one.
 
-`bool` accepts true/false, 1/0, yes/no (any case); `int` accepts only whole numbers. A
-parameter the constructor does not take (and it has no ``**kwargs``), a required parameter
-missing from `params`, a value that does not convert, or a constructor that raises are
-config errors naming the parameter; a module or constructor that calls `sys.exit` is one
-naming `class_path`.
-
-While a run runs, what a plug-in returns is checked where the run uses it (placement
-policies: `policies.policy.CheckedPolicy`; peak predictors:
-`predictors.peak.registry.CheckedPredictor`): a bad value raises `PluginFailed`, which the
-pipeline reports as the run's failure.
+`bool` accepts true/false, 1/0, yes/no (any case); `int` only whole numbers. An unknown or
+missing parameter, a value that does not convert, or a constructor that raises is a config
+error naming the parameter; a module or constructor that calls `sys.exit`, one naming
+`class_path`. What a plug-in returns while the run runs is checked where it is used
+(`CheckedPolicy`, `CheckedPredictor`): a bad value raises `PluginFailed`, the run's failure.
 """
 
 import importlib

@@ -12,8 +12,8 @@ any registered Beam PipelineOptions class knows fails `run` before anything runs
 
 import os
 
-# Multithreaded BLAS makes the ARIMA / Gaussian-process fits several times slower on small
-# machines (threads fight over 2 cores); set before numpy loads. An explicit setting wins.
+# Multithreaded BLAS slows the small ARIMA / Gaussian-process fits down on small machines
+# (threads fight over the cores); set before numpy loads. An explicit setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402

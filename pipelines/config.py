@@ -22,7 +22,7 @@ __all__ = ["ConfigError", "ConfigProblem", "config_name", "load_config", "parse_
            "validate"]
 
 CANONICAL_TABLES = ("machines", "instances", "usage")
-# RunConfig fields of fleetcast 0.1 that moved into `overcommit { }`.
+# Former RunConfig fields, now in `overcommit { }`: a config using them gets a message saying so.
 OVERCOMMIT_FIELDS = ("filter", "filtered_usage", "metric", "reset_and_shift", "scheduler",
                      "scheduled_usage", "fortune_teller")
 _NO_FIELD = re.compile(r'"fleetcast\.RunConfig" has no field named "(\w+)"')

@@ -28,11 +28,16 @@ ON_DEMAND_USD_PER_TIB = 6.25
 
 
 class BigQueryRead(NamedTuple):
+    """One BigQuery read of a run: the config field that reads it and the standard SQL that
+    scans what it reads."""
+
     field: str  # the config field that reads it
     sql: str  # standard SQL scanning what the read reads
 
 
 class Estimate(NamedTuple):
+    """A read and the bytes its dry run says it would process."""
+
     read: BigQueryRead
     bytes: int
 

@@ -236,11 +236,11 @@ _CLASSIFICATION_FIELDS = [
 
 LIFETIME_LONG_LIVED = table(
     "one row per remaining-lifetime model and uptime_long_lived: \"lives beyond "
-    "long_lived_threshold_s\" from the prediction at arrival (001 §3, Table 4)",
+    "long_lived_threshold_s\" from the prediction at arrival ([Ling25ext] §3, Table 4)",
     _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _AUGMENTATION])
 
 LIFETIME_LA_CLASSIFIER = table("one row per classifier asked at arrival: LA's 2-hour one "
-                               "(003 Tables 1 and 3) and LAVA's class classifiers "
+                               "([Barbalho23] Tables 1 and 3) and LAVA's class classifiers "
                                "(threshold_s 1 h, 10 h, 100 h)",
                                _CLASSIFICATION_FIELDS + [_TARGET_RECALL])
 
@@ -268,8 +268,9 @@ LIFETIME_F1_BY_AGE = table(
 
 LIFETIME_F1_BY_UPTIME = table(
     "one row per (model, uptime quantile): F1 of \"lives beyond the threshold\" repredicted at "
-    "uptime quantile/num_quantiles of the true lifetime, finished test instances (001 Fig. 9; "
-    "leaks the lifetime: lifetime_f1_by_age is the view without the leak)", [
+    "uptime quantile/num_quantiles of the true lifetime, finished test instances "
+    "([Ling25ext] Fig. 9; leaks the lifetime: lifetime_f1_by_age is the view without the "
+    "leak)", [
         column("model", pa.string(), "the lifetime model", nullable=False),
         column("quantile", pa.int64(), "q: the uptime is q / num_uptime_quantiles of the "
                "true lifetime", nullable=False),
@@ -289,7 +290,7 @@ LIFETIME_F1_BY_UPTIME = table(
 
 LIFETIME_ERROR_HISTOGRAM = table(
     "one row per (model, error bin): |log10 predicted − log10 true remaining lifetime| at "
-    "arrival only (\"initial\") and with every reprediction (001 App. C, Fig. 12)", [
+    "arrival only (\"initial\") and with every reprediction ([Ling25ext] App. C, Fig. 12)", [
         column("model", pa.string(), "the lifetime model", nullable=False),
         column("error_lower", pa.float64(), "the bin's lower edge, decades (log10 units)",
                nullable=False),
@@ -308,7 +309,7 @@ LIFETIME_ERROR_HISTOGRAM = table(
 
 LIFETIME_CONCORDANCE = table(
     "one row per model: Harrell's C-index of the lifetime predicted at arrival, all test "
-    "instances with their censoring (001 Table 4)", [
+    "instances with their censoring ([Ling25ext] Table 4)", [
         column("model", pa.string(), "the lifetime model", nullable=False),
         column("n", pa.int64(), "test instances", nullable=False),
         column("c_index", pa.float64(), "Harrell's C-index, 0-1 (0.5 = chance)"),
@@ -326,7 +327,7 @@ LIFETIME_TABLES = {
     "lifetime_concordance": LIFETIME_CONCORDANCE,
 }
 
-# Overcommit stage (pipelines/stages/overcommit/; paper 004 §3-5). `predictor` is a fortune
+# Overcommit stage (pipelines/stages/overcommit/; [Bashir21] §3-5). `predictor` is a fortune
 # teller's name (oracles included); times are µs on the stage's grid, after reset_and_shift;
 # machine_id is the simulated machine (the trace's, or 0..N-1 with scheduler.at_random);
 # usage and limits are in the configured metric's units.
@@ -365,7 +366,7 @@ OVERCOMMIT_TIMESERIES = table("one row per (predictor, machine, grid time)", [
 
 OVERCOMMIT_MACHINE_METRICS = table(
     "one row per (predictor, machine), averaged over its scored steps (predicted and oracle "
-    "both known; paper 004 §5.1.3); NaN metrics when no step is scored", [
+    "both known; [Bashir21] §5.1.3); NaN metrics when no step is scored", [
         _PREDICTOR,
         _SCORING_ORACLE,
         _SIM_MACHINE,
@@ -457,9 +458,10 @@ PLACEMENT_PCT_METRICS = ("empty_hosts_pct", "upper_bound_empty_hosts_pct",
 _PCT_DESCRIPTIONS = {
     "empty_hosts_pct": "hosts with no VM, % of the pool's hosts",
     "upper_bound_empty_hosts_pct": "the most hosts that could be empty given the demand "
-                                   "placed, % of hosts (001 App. G.2; differs per replay)",
-    "packing_density_pct": "allocated CPU / CPU capacity of the hosts in use, % (003 §4.2)",
-    "empty_to_free_ratio_pct": "CPU capacity of empty hosts / all free CPU, % (001 App. D)",
+                                   "placed, % of hosts ([Ling25ext] App. G.2; differs per replay)",
+    "packing_density_pct": "allocated CPU / CPU capacity of the hosts in use, % "
+                           "([Barbalho23] §4.2)",
+    "empty_to_free_ratio_pct": "CPU capacity of empty hosts / all free CPU, % ([Ling25ext] App. D)",
     "cpu_allocated_pct": "allocated CPU / the pool's CPU, %",
     "memory_allocated_pct": "allocated memory / the pool's memory, %",
     "stranded_cpu_pct": "CPU left free after inflating the pool with the VM shape mix until "
@@ -484,7 +486,7 @@ PLACEMENT_TIMESERIES = table("one row per (replay, metric sample time)", _REPLAY
 PLACEMENT_BASELINE_METRICS = ("empty_hosts_pct", "packing_density_pct",
                               "empty_to_free_ratio_pct", "stranded_cpu_pct",
                               "stranded_memory_pct")
-_LARS = ("LARS over the whole replay (null without defragmentation; policies/lars.py, 001 "
+_LARS = ("LARS over the whole replay (null without defragmentation; policies/lars.py, [Ling25ext] "
          "Table 2)")
 PLACEMENT_SUMMARY = table(
     "one row per replay (pool, policy, lifetime source, defragmentation): means over the "
@@ -503,7 +505,7 @@ PLACEMENT_SUMMARY = table(
         column("not_replayed_vms", pa.int64(), "VMs outside the replay window",
                nullable=False),
         column("warmup_vms", pa.int64(), "VMs alive at the replay start, placed by Best-Fit "
-               "first (001 App. F)", nullable=False),
+               "first ([Ling25ext] App. F)", nullable=False),
         column("warmup_failed", pa.int64(), "warm-up VMs that did not fit", nullable=False),
         column("warm_start", pa.string(), "who placed the arrivals before the metrics start: "
                "policy_from_start (the policy under test) or best_fit_until_metrics "
@@ -520,7 +522,7 @@ PLACEMENT_SUMMARY = table(
                  + (" (samples with inflation)" if name.startswith("stranded") else ""))
           for name in PLACEMENT_PCT_METRICS],
         column("gap_to_upper_bound_pp", pa.float64(), "upper_bound_empty_hosts_pct − "
-               "empty_hosts_pct, percentage points (001 App. G.2)"),
+               "empty_hosts_pct, percentage points ([Ling25ext] App. G.2)"),
         *[column(f"{name}_vs_best_fit_pp", pa.float64(), f"{name} minus Best-Fit's (same "
                  "pool and lifetime source, no defragmentation), percentage points")
           for name in PLACEMENT_BASELINE_METRICS],
@@ -546,7 +548,7 @@ PLACEMENT_TABLES = {
     "placement_summary": PLACEMENT_SUMMARY,
 }
 
-# Resource shaping (pipelines/stages/shaping/, shaping/; paper 002 §III-B, §IV). A run is
+# Resource shaping (pipelines/stages/shaping/, shaping/; [Pace18] §III-B, §IV). A run is
 # one simulation: (forecaster, k1, k2, policy, seed); the baseline's forecaster is "none" and
 # its k1, k2 are null.
 _SHAPING_KEY = [
@@ -588,7 +590,7 @@ SHAPING_APPLICATION_COLUMNS = [
            "preemptions", nullable=False),
 ]
 SHAPING_APPLICATIONS = table(
-    "one row per application of every shaping run (002 §IV-A metrics)",
+    "one row per application of every shaping run ([Pace18] §IV-A metrics)",
     _SHAPING_KEY + [_SEED, column("app_id", pa.int64(), "the trace's collection id (a VM "
                                   "without one: negative; sampled workloads: 0 .. n − 1)",
                                   nullable=False)] + SHAPING_APPLICATION_COLUMNS)
@@ -610,12 +612,12 @@ SHAPING_RUNS = table("one row per shaping simulation", _SHAPING_KEY + [
            "applications, seconds"),
     column("median_turnaround_s", pa.float64(), "median of the same, seconds"),
     column("turnaround_speedup_vs_baseline", pa.float64(), "the baseline's mean turnaround "
-           "(same seed) / this run's: 002 Fig. 3's turnaround ratio, > 1 is better"),
+           "(same seed) / this run's: [Pace18] Fig. 3's turnaround ratio, > 1 is better"),
     column("mean_cpu_slack_pct", pa.float64(), "mean over applications of cpu_slack_pct"),
     column("mean_memory_slack_pct", pa.float64(), "mean over applications of "
            "memory_slack_pct"),
     column("failed_applications_pct", pa.float64(), "applications that failed at least once, "
-           "% (002: optimistic 37.67 % with the oracle)", nullable=False),
+           "% ([Pace18]: optimistic 37.67 % with the oracle)", nullable=False),
     column("preempted_applications_pct", pa.float64(), "applications preempted fully at "
            "least once, %", nullable=False),
     column("failed_components", pa.int64(), "components killed by overloaded hosts or "

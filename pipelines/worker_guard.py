@@ -1,21 +1,17 @@
-"""Worker processes end with the `fleetcast run` that started them.
+"""Worker processes end with the `fleetcast run` that started them (Linux).
 
-With --direct_running_mode=multi_processing Beam starts each SDK worker as
-`sh -c "python -m apache_beam.runners.worker.sdk_worker_main"`, and a worker whose runner
-process is killed keeps running (its control channel closing does not end it), computing
-for nothing; on SIGINT the runner even waits for its workers forever. Two guards:
+With --direct_running_mode=multi_processing Beam starts each SDK worker under `sh -c`, and a
+worker whose runner is killed keeps computing (on SIGINT the runner even waits for it
+forever). Two guards:
 
 - `ended_by_signals` (the run command): SIGTERM or SIGINT sends SIGTERM to every descendant
-  process of fleetcast (the `sh`s and the workers, Linux /proc) and then ends fleetcast by
-  the same signal.
-- SIGKILL cannot be caught, and the kernel's parent-death signal (prctl) cannot help: a
-  worker's parent is its `sh`, not fleetcast. So `pipelines.run` names this module in the
-  workers' `beam_plugins` (Beam imports them when a worker starts) and sets
-  FLEETCAST_RUN_PID to its own pid while the pipeline runs; on import in a worker a daemon
-  thread waits on a pidfd of that process and ends the worker as soon as it ends. Beam
-  imports the plugins only after the worker has connected its log channel to the runner,
-  for up to 60 s, so a worker still starting when fleetcast is killed ends when that wait
-  gives up. Linux only (pidfd_open, Linux 5.3); elsewhere workers are not watched.
+  of fleetcast (Linux /proc), then ends fleetcast by the same signal;
+- SIGKILL cannot be caught, and prctl's parent-death signal would watch the `sh`, not
+  fleetcast. So `pipelines.run` names this module in the workers' `beam_plugins` and sets
+  FLEETCAST_RUN_PID while the pipeline runs; imported in a worker, a daemon thread waits on a
+  pidfd of that process (Linux 5.3+) and ends the worker when it ends. Beam imports plugins
+  only once a worker has connected its log channel (up to 60 s), so a worker still starting
+  then ends when that wait gives up. Elsewhere workers are not watched.
 """
 
 import collections

@@ -1,8 +1,8 @@
-"""Best-Fit placement (paper 003 §3.1.2 item 4; the baseline of papers 000/001 and 003).
+"""Best-Fit placement ([Barbalho23] §3.1.2 item 4; the baseline of [Ling25] and [Barbalho23]).
 
 A VM goes to the used host that it fits on with the least weighted free capacity (weighted
 sum over dimensions, `PoolState.weights`); ties go to the lowest host id. Empty hosts are
-used only when no used host fits (the "Any-Fit" rule of 003 §2.3), and among them the
+used only when no used host fits (the "Any-Fit" rule of [Barbalho23] §2.3), and among them the
 smallest that fits.
 """
 

@@ -1,10 +1,10 @@
-"""Lifetime-class First-Fit (paper 003 §3.1.1, Algorithm 1), the provable ancestor of LA.
+"""Lifetime-class First-Fit ([Barbalho23] §3.1.1, Algorithm 1), the provable ancestor of LA.
 
 VMs whose predicted lifetime lies in [2^(i-1), 2^i) time units form class i. Every class
 has its own hosts: a VM goes to the host of its class opened earliest (First-Fit) among
 those it fits on, and otherwise opens an empty host (the smallest that fits) for its class.
 A host returns to the shared empty pool when its last VM exits. Unlike LA, classes never mix,
-which is what 003 Example 1 needs: k long VMs share one host instead of one host each.
+which is what [Barbalho23] Example 1 needs: k long VMs share one host instead of one host each.
 """
 
 import math
@@ -17,7 +17,13 @@ from policies.replay.pool import PoolState
 
 
 class ClassFirstFit(UsedOrEmptyPolicy):
-    """Algorithm 1 of paper 003 with classes in powers of two of `time_unit_s`."""
+    """Algorithm 1 of [Barbalho23]: lifetime classes in powers of two of a time unit, each
+    class on its own hosts, First-Fit within it.
+
+    Args:
+      time_unit_s: the time unit, seconds (> 0): class i holds predicted lifetimes in
+        [2^(i-1), 2^i) units.
+    """
 
     name = "class_first_fit"
     one_shot = True

@@ -1,4 +1,4 @@
-"""Lifetime Alignment, LA and LA-Binary (paper 003 §3.1.2, Algorithm 2).
+"""Lifetime Alignment, LA and LA-Binary ([Barbalho23] §3.1.2, Algorithm 2).
 
 Lifetimes are split into classes by ascending thresholds: class c holds predicted remaining
 lifetimes in [thresholds[c-1], thresholds[c]). A VM's class comes from its prediction at
@@ -19,12 +19,18 @@ from policies.best_fit import UsedOrEmptyPolicy
 from policies.replay.host_index import NO_HOST
 
 LA_BINARY_THRESHOLDS_S = (7200,)
-# The multi-class LA of paper 003 App. B.3: doubling class widths, 15 * 2^i minutes.
+# The multi-class LA of [Barbalho23] App. B.3: doubling class widths, 15 * 2^i minutes.
 LA_MULTI_CLASS_THRESHOLDS_S = tuple(15 * 60 * 2 ** i for i in range(9))
 
 
 class LifetimeAlignment(UsedOrEmptyPolicy):
-    """LA with class thresholds `class_thresholds_s` (ascending seconds)."""
+    """LA: a VM prefers used hosts of its lifetime class, Best-Fit among them (the module
+    docstring); one-shot, on the predictions at arrival.
+
+    Args:
+      class_thresholds_s: the class boundaries, seconds, positive and increasing (default
+        LA-Binary's one, 2 hours).
+    """
 
     one_shot = True
     track_exit = True

@@ -1,39 +1,20 @@
-"""LARS: Lifetime-Aware ReScheduling for defragmentation (paper 000/001 §4.4, App. H).
+"""LARS: Lifetime-Aware ReScheduling for defragmentation ([Ling25] §4.4, [Ling25ext] App. H).
 
-When the share of empty hosts falls below `empty_hosts_threshold_pct` (checked every
-`check_period_s`), the defragmenter picks hosts to drain, fewest VMs first, then most free
-weighted capacity, then lowest id, up to `max_draining_hosts` at a time. A draining host
-takes no new VMs. Its VMs are queued for live migration:
+When fewer than `empty_hosts_threshold_pct` % of hosts are empty (checked every
+`check_period_s`), `Lars` drains up to `max_draining_hosts` hosts at a time (fewest VMs, then
+most free weighted capacity, then lowest id). A draining host takes no new VMs; its VMs are
+queued for live migration, longest predicted remaining lifetime first (LARS), so that short
+VMs get the time to exit on their own, or in a seeded random order (the baseline: the paper's
+is its traces' recorded order). At most `max_inflight` migrations run, each reserving the
+VM's demand on both hosts for `migration_duration_s`; the placement policy under test picks
+the target. Counts ([Ling25ext] Table 2): scheduled = performed (`migrations`) + saved (the
+VM exited first) + failed (no target fit) + pending at the end.
 
-- lifetime order (LARS): longest predicted remaining lifetime first (the pool's current
-  exit estimate), so that short VMs get the time to exit on their own;
-- baseline order: a seeded random permutation, i.e. an order that ignores lifetimes (the
-  paper's baseline is the order recorded in its traces, which this project does not have).
-
-At most `max_inflight` migrations run at once; each keeps the VM's demand reserved on both
-hosts for `migration_duration_s` (paper: 3 in flight, 20 minutes). The target is chosen by
-the placement policy under test, with the VM's current prediction. A queued VM that exits
-before its turn saves a migration; a VM that fits nowhere stays (its host drains when it
-exits). A drained host becomes available again.
-
-Counts over a replay (001 Table 2 reports migrations scheduled and performed):
-  scheduled: the VMs on a host when it is picked for draining (all of them are queued);
-  performed (`migrations`): migrations started, one whose VM exits in flight included;
-  saved: queued VMs that exited before their turn;
-  failed: queued VMs for which no target fit at their turn (not performed, not saved);
-  scheduled = performed + saved + failed + pending (still queued when the replay ends).
-
-Paired comparison of the orders (001 §6.3: "LARS does not affect which hosts are picked for
-migration at a given time, but orders the VMs"): a closed-loop replay records its drains
-(`Lars.drains`: time, host, the VMs on it and their exit estimates); `replay_drains` then
-replays the migration queue of exactly those drains in another order, as 001 §6.3's modified
-simulator replays recorded migrations. It does not replay the pool: the drains, their VMs
-and every placement are the recording's, so both orders face the same scheduled migrations.
-A migration that found no target in the recording (`Lars.failed`: its drain and VM) counts
-as failed at its turn in every order; other migrations are assumed to find a target. Re-running the
-closed loop with the other order on the same (time, host) decisions would not pair them:
-the pools diverge after the first migration, and on the Azure sample the recorded hosts
-then held 4-5 times as many VMs in the other order's replay.
+The orders are compared paired ([Ling25ext] §6.3: "LARS does not affect which hosts are
+picked for migration at a given time, but orders the VMs"): a closed-loop replay records its
+drains (`Lars.drains`), and `replay_drains` replays the migration queue of exactly those
+drains in another order, without replaying the pool. Re-running the closed loop instead would
+not pair them: the pools diverge after the first migration.
 """
 
 import collections
@@ -68,10 +49,21 @@ def migration_order(drain: Drain, lifetime_order: bool, rng: np.random.Generator
 
 
 class Lars:
-    """Defragmenter driven by the replay (`check`, `migration_done`, `vm_exited`).
+    """The defragmenter, driven by the replay (`bind`, then `check`, `migration_done`,
+    `vm_exited`).
 
-    Attributes (counts over the whole replay, see the module docstring):
-      migrations: migrations performed (started).
+    Args:
+      empty_hosts_threshold_pct: drain while fewer than this % of hosts are empty.
+      lifetime_order: True: longest exit estimate first (LARS); False: a seeded random order.
+      max_inflight: migrations running at once (paper: 3).
+      migration_duration_s: seconds a migration keeps the VM's demand on both hosts (paper:
+        1200).
+      max_draining_hosts: hosts draining at once.
+      check_period_s: seconds between checks of the empty-host share.
+      seed: seed of the random order.
+
+    Attributes (counts over the whole replay):
+      migrations: migrations performed (started; one whose VM exits in flight included).
       scheduled_migrations: VMs queued for migration.
       saved_migrations: queued VMs that exited before their turn.
       failed_migrations: queued VMs for which no target host fit.
@@ -218,8 +210,10 @@ class Lars:
 
 @dataclasses.dataclass(frozen=True)
 class DrainReplay:
-    """Counts of one order on recorded drains (see `replay_drains`); `window_migrations`
-    counts the migrations started within `replay_drains`'s `window_us`."""
+    """Counts of one migration order on recorded drains (`replay_drains`), as `Lars`'s:
+    migrations performed, scheduled, saved and failed, VMs still queued at the end
+    (`pending`), hosts drained, migrations started within `window_us`
+    (`window_migrations`), and the (time_us, host) of every drain."""
     migrations: int
     scheduled_migrations: int
     saved_migrations: int

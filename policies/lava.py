@@ -1,55 +1,21 @@
-"""LAVA: Lifetime-Aware VM Allocation (paper 000/001 §4.3, App. I Algorithm 3).
+"""LAVA: Lifetime-Aware VM Allocation ([Ling25] §4.3, [Ling25ext] App. I Algorithm 3).
 
-Lifetime classes LC1..LC4 (indexes 0..3) hold predicted remaining lifetimes < 1h, 1-10h,
-10-100h and >= 100h (the paper's last class is 100-1000h; longer predictions count as LC4).
-Every host has a state, EMPTY, OPEN or RECYCLING, and a class:
+Lifetime classes LC1..LC4 (indexes 0..3) hold predicted remaining lifetimes < 1 h, 1-10 h,
+10-100 h and >= 100 h (the paper's 100-1000 h class takes the longer ones too). A host is
+EMPTY, OPEN or RECYCLING and has a class:
 
-- A VM placed on an empty host opens it with the VM's class.
-- Once more than 90 % of an open host's CPU or memory is used it turns RECYCLING, and the
-  VMs on it at that moment become its residual VMs.
-- When the last residual VM of a recycling host exits, the host drops one class (not below
-  LC1) and all its remaining VMs become residual.
-- Every used host has a deadline (the paper's "time-out for each host", whose start it does
-  not define): the class's upper bound (1h, 10h, 100h, 1000h) after the later of the host
-  entering its current class and, while it is open, its latest placement (with correct
-  predictions every VM of the class, or of a lower one, has exited by then).
-  A host still used at its deadline was underpredicted: it moves up one class (not above
-  LC4), its VMs become residual, it turns RECYCLING (the paper names no state; only
-  recycling hosts have residual VMs) and the next deadline is set.
-- Hosts that already hold VMs when the replay starts (placed by Best-Fit in the warm-up,
-  001 App. F, which says nothing of their LAVA state) get the class of their longest
-  predicted remaining lifetime and are open, or recycling if over the threshold.
+- a VM placed on an empty host opens it with the VM's class;
+- an open host with more than `recycle_fraction` of its CPU or memory used turns recycling,
+  its VMs becoming residual; when its last residual VM exits it drops a class (not below LC1)
+  and all its VMs become residual;
+- a used host's deadline (the paper's "time-out for each host") is its class's upper bound
+  after the later of entering that class and, while open, its latest placement. A host still
+  used then was underpredicted: it moves up a class (not above LC4), turns recycling, and its
+  VMs become residual;
+- hosts holding warm-up VMs ([Ling25ext] App. F) take the class of their longest predicted
+  remaining lifetime, open or (over the threshold) recycling.
 
-Placement is Algorithm 3, a score ("an additional coarse-grained host scoring function",
-§4.3), so a VM fails only when it fits on no host at all. A VM of class c goes, in
-decreasing preference, to:
-
-1. a recycling host of class > c where it fits, the closest class first;
-2. an open host of class c where it fits (Algorithm 3's "matching host"; §4.3 ranks "open
-   hosts whose lifetime class are equal", so a recycling host of class c is not one);
-3. any non-empty host where it fits;
-4. an empty host where it fits;
-
-and within the chosen tier NILAS (temporal cost, then Best-Fit) picks the host. Tier 3 is
-searched as the used hosts outside tiers 1 and 2 (open hosts of other classes, recycling
-hosts of class <= c): none of tiers 1 and 2 fits by then, so that is the same set of
-candidate hosts. Algorithm 3 leaves a tier-3 placement's effect on the host's state open:
-the host keeps its state, class and residual VMs (an open host's deadline moves with the
-placement as for any placement), so a VM longer-lived than its host's class shows up at the
-deadline like an underprediction and moves the host up a class.
-
-A VM's class is that of its predicted remaining lifetime at arrival, unless the policy is
-given `vm_classes`, one class per VM of the trace from elsewhere: the lifetime stage's
-classifiers of P(lifetime > 1 h, 10 h, 100 h) at arrival (001 §3's view of a lifetime as a
-distribution; the placement source uptime_model_lava_classes). The VM's predicted exit still
-ranks hosts within a tier (NILAS), and warm-up hosts still take the class of their longest
-predicted remaining lifetime.
-
-`strict_recycling=True` is the ablation of §4.3's prose, "Recycling hosts only receive VMs
-that are at least one lifetime class lower", read as a hard rule (policy name
-"lava_strict_recycling"): tier 3 then leaves out recycling hosts of the VM's class or lower,
-so such a VM opens an empty host and fails when none fits, although a recycling host would
-take it. It is not LAVA: on the Azure sample it fails placements Best-Fit makes.
+Placement is Algorithm 3, a score (`Lava.select`): a VM fails only when no host fits it.
 """
 
 import bisect
@@ -73,16 +39,19 @@ _EMPTY_GROUP = 0
 
 
 class Lava(PlacementPolicy):
-    """LAVA host states, classes and deadlines; NILAS breaks ties.
+    """LAVA host states, classes and deadlines (the module docstring), NILAS within a tier.
 
     Args:
       recycle_fraction: an open host turns recycling when more than this fraction of any
-        dimension is used (paper: 0.9).
-      strict_recycling: False (LAVA, Algorithm 3) ranks recycling hosts of the VM's class or
-        lower with the other used hosts; True (the "lava_strict_recycling" ablation of the
-        §4.3 prose) never places a VM on them, and fails it if no other host fits.
-      vm_classes: int[V], the class index (0 = LC1) of each VM of the trace, or None to
-        take it from the VM's predicted remaining lifetime at arrival.
+        dimension is used (paper: 0.9), in (0, 1].
+      strict_recycling: False is LAVA (Algorithm 3); True is the "lava_strict_recycling"
+        ablation, §4.3's prose ("Recycling hosts only receive VMs that are at least one
+        lifetime class lower") read as a hard rule: a VM never goes to a recycling host of
+        its class or lower, and fails if no other host fits.
+      vm_classes: int[V], the class index (0 = LC1) of each VM of the trace from elsewhere
+        (the lifetime stage's P(lifetime > 1 h, 10 h, 100 h) classifiers, [Ling25ext] §3's
+        lifetime as a distribution), or None: the class of the VM's predicted remaining
+        lifetime at arrival. The predicted exit still ranks hosts within a tier.
     """
 
     def __init__(self, recycle_fraction: float = 0.9, strict_recycling: bool = False,
@@ -168,6 +137,19 @@ class Lava(PlacementPolicy):
         return _EMPTY_GROUP if state == EMPTY else state * NUM_CLASSES + self._class[host]
 
     def select(self, vm: int, demand: Sequence[float], exit_us: int, now_us: int) -> int:
+        """The host for a VM of class c: the first tier with a fitting host, NILAS (temporal
+        cost, then Best-Fit) within it; -1 if no host fits.
+
+        1. a recycling host of class > c, the closest class first;
+        2. an open host of class c (Algorithm 3's "matching host": §4.3 ranks "open hosts
+           whose lifetime class are equal", so a recycling host of class c is not one);
+        3. any other used host (open hosts of other classes, recycling hosts of class <= c
+           unless `strict_recycling`): by then tiers 1 and 2 hold no fitting host;
+        4. an empty host.
+
+        Algorithm 3 leaves a tier-3 placement's effect on the host open: the host keeps its
+        state, class and residual VMs, so a VM outliving the class shows at the deadline.
+        """
         weighted_size = self._pool.weighted_size(demand)
         vm_classes = self._vm_classes
         vm_class = (bisect.bisect_right(_CLASS_EDGES_US, exit_us - now_us)  # lifetime_class

@@ -1,4 +1,4 @@
-"""NILAS: Non-Invasive Lifetime-Aware Scheduling (paper 000/001 §4.2, App. I Algorithm 2).
+"""NILAS: Non-Invasive Lifetime-Aware Scheduling ([Ling25] §4.2, [Ling25ext] App. I Algorithm 2).
 
 A host's exit time is the latest (re)predicted exit of its VMs. For a VM with predicted exit
 `vm_exit`, a host's temporal cost is the bucket index of

@@ -1,4 +1,4 @@
-"""Quantized Best-Fit: PBFR and its lifetime-aware variant DPBFR (paper 003 §4.3-4.4, App. C).
+"""Quantized Best-Fit: PBFR and its lifetime-aware variant DPBFR ([Barbalho23] §4.3-4.4, App. C).
 
 PBFR ("Prefer Best Fit rule") scores a host by how full it would be after the placement and
 quantizes the score into a few buckets, so that lower-ranked rules still have a choice
@@ -26,7 +26,14 @@ def bucket_of(score: float, weighted_size: float, span: float, num_buckets: int)
 
 
 class QuantizedBestFit(UsedOrEmptyPolicy):
-    """PBFR with `num_buckets`; DPBFR when `long_lived_num_buckets` is set."""
+    """PBFR, Best-Fit on quantized free capacity; DPBFR when `long_lived_num_buckets` is set.
+
+    Args:
+      num_buckets: buckets of the free weighted capacity left after a placement (>= 1).
+      long_lived_num_buckets: buckets for VMs predicted to live at least
+        `long_lived_threshold_s` (DPBFR), or None (PBFR).
+      long_lived_threshold_s: seconds from which a predicted lifetime is long.
+    """
 
     uses_exit_estimates = False  # DPBFR reads the arriving VM's prediction only
 

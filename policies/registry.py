@@ -57,10 +57,10 @@ def _check_lava(check, config, field):
                   f"must be in (0, 1], got {config.lava_recycle_fraction}")
 
 
-# LAVA_SCORING was LAVA as Algorithm 3's score next to a hard-rule LAVA; LAVA is that score
-# now. The name stays in the schema so that an old config gets this message, not a parse error.
-LAVA_SCORING_REMOVED = ("LAVA_SCORING was removed: LAVA is now 001 Algorithm 3 as a score "
-                        "(what LAVA_SCORING was), so use policy: LAVA; the former hard "
+# A removed policy name (docs/changelog.md), kept in the schema so that a config naming it
+# gets this message rather than a parse error.
+LAVA_SCORING_REMOVED = ("LAVA_SCORING was removed: LAVA is now [Ling25ext] Algorithm 3 as a "
+                        "score (what LAVA_SCORING was), so use policy: LAVA; the former hard "
                         "recycling rule is policy: LAVA_STRICT_RECYCLING")
 
 

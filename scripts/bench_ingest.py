@@ -1,22 +1,17 @@
-"""Benchmark: trace ingestion, columnar readers vs the per-row reader (issue 14).
+"""Benchmark: trace ingestion, columnar readers vs the per-row reader.
 
     python scripts/bench_ingest.py [--machines 200 --days 7] [--quick] [--no_dask]
                                     [--no_multi_processing] [--formats json,csv,parquet]
 
-For each input format the synthetic Google v3 trace is generated once (not timed), then the
-whole run (source → canonical tables → Parquet, `google_v3 { ... }` config, DirectRunner
-in memory, one process) is timed with the columnar readers and with the per-row reader
-(`ReadGoogleV3(columnar_readers=False)`), each run in its own child process so that its peak
-RSS is its own. Prints usage rows/s (usage windows read / wall seconds), the ratio, and the
-peak RSS growth over the child's RSS before the run, per usage window (KB); then the
-columnar run again on the DirectRunner with 2 worker processes (multi_processing), against
-the in-memory run.
-
-The last line reads
+Per input format, a synthetic Google v3 trace (generated untimed) goes through a whole run
+(source → canonical tables → Parquet, DirectRunner in memory) with the columnar readers and
+with the per-row reader (`ReadGoogleV3(columnar_readers=False)`), each in its own child
+process. Prints usage rows/s (usage windows read / wall seconds), their ratio and the peak
+RSS growth per usage window (KB); then the columnar run with 2 worker processes
+(multi_processing) against the in-memory one. The last line reads
 `ingest: json_gz_rows_per_s=N parquet_rows_per_s=N ratio_vs_per_row=R kb_per_window=K
-dask_speedup=S` (ratio and KB/window: JSON.gz, columnar; dask_speedup: the JSON.gz columnar
-run on Beam's DaskRunner over a distributed.LocalCluster, 1 worker process vs 2, both with
---dask_npartitions=DASK_PARTITIONS, or nan with --no_dask).
+dask_speedup=S` (JSON.gz, columnar; dask_speedup: on Beam's DaskRunner, 1 worker process vs
+2 with --dask_npartitions=DASK_PARTITIONS, or nan with --no_dask).
 """
 
 import argparse

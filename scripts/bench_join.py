@@ -1,4 +1,4 @@
-"""Benchmark: usage rows joined per second (issue 2).
+"""Benchmark: usage rows joined per second.
 
     python scripts/bench_join.py [--machines 200 --days 7] [--trace DIR] [--quick]
 

@@ -1,24 +1,16 @@
-"""Benchmark of the lifetime models (predictor level, no Beam).
-
-Input: the real Azure V1 vmtable sample (../shared/data/azure_v1_vmtable_a.csv.gz, 259k VMs)
-as canonical instances. Prints:
-
-1. uptime-augmented examples generated per second, for both augmentation schemes (absolute
-   ages, the default; fractions of the lifetime, the paper's), vectorized vs a per-row
-   Python reference on the same instances;
-2. wall time to train the uptime model on the examples of the same labelled instances in
-   each scheme (~1M fractional examples; paper defaults: up to 2000 trees, 32 leaves, early
-   stopping; lifetimes capped at 1 day, which the 3.5-day sample can observe), with
-   `--num-threads` threads;
-3. µs per prediction of `predict_remaining`: single-VM calls, batches of 1,000 VMs, and the
-   exact `LifetimeCurves` on a replay-like pattern (1,000 resident VMs repredicted
-   every simulated minute for an hour), each with its ratio against single calls.
+"""Benchmark of the lifetime models (predictor level, no Beam), on the Azure V1 vmtable
+sample (../shared/data/azure_v1_vmtable_a.csv.gz) as canonical instances.
 
     python scripts/bench_lifetime.py            # full: all VMs, ~1M training examples
     python scripts/bench_lifetime.py --quick    # 20k reference rows, ~200k examples, 100 trees
     python scripts/bench_lifetime.py --early-stopping-rounds 0   # all 2000 trees
     python scripts/bench_lifetime.py --quick --early-stopping-rounds 0 --num-threads 1
-        # both schemes on the same 100 trees: training time comparable per example
+
+Prints, for both augmentation schemes (absolute ages; fractions of the lifetime): examples
+generated per second against a per-row reference; the wall time to train the uptime model
+on them (paper defaults, lifetimes capped at 1 day; `--num-threads`); and µs per prediction of
+`predict_remaining` for single VMs, batches of 1,000 and the exact `LifetimeCurves` on a
+replay-like pattern (1,000 VMs repredicted every simulated minute for an hour).
 """
 
 import argparse

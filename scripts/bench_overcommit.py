@@ -1,23 +1,17 @@
 """Benchmark of the overcommit peak oracle and peak predictors, and of the whole stage.
 
-1. Predictor level (no Beam): a synthetic cell built in numpy (machines x one week of 5-minute
-   steps, tasks arriving and leaving, diurnal usage with bursts, a few missing steps). For
-   the oracle and each predictor: task-samples per second on the whole cell, and the speed-up
-   against the per-step reference (fleetcast_testing/reference/peak.py) on the same subset input
-   (the reference is too slow for the whole cell; its subset is printed).
-2. End to end on the DirectRunner: a synthetic Google-v3 trace (synthetic, one
-   week x 100 machines by default) through the whole run (source, join, overcommit stage with
-   the paper's predictor suite, Parquet tables), and through the overcommit stage alone from
-   the canonical usage table; the stage's marginal rate is its time minus the time of the
-   same run on the first hour of data (Beam's per-run costs). Task-samples per second,
-   against the per-step reference predictors run on the same machines' samples (a subset of
-   the machines; the reference design also pays Beam's per-row costs, not counted here).
-   Both sides report the best of --e2e-repeat runs (passes), as timeit does: on a shared
-   machine the least disturbed run is the closest to the code's own cost.
-
     python scripts/bench_overcommit.py                 # both
     python scripts/bench_overcommit.py --quick         # small sizes
     python scripts/bench_overcommit.py --no-end-to-end --machines 20 --tasks 100
+
+1. Predictors (no Beam), on a synthetic numpy cell (machines x a week of 5-minute steps):
+   task-samples per second of the oracle and each predictor on the whole cell, and the
+   speed-up against the per-step reference (fleetcast_testing/reference/peak.py) on a subset.
+2. End to end on the DirectRunner: a synthetic Google v3 trace through the whole run, and
+   through the overcommit stage alone from the usage table (its marginal rate: minus the
+   same run on the first hour, Beam's per-run costs), in task-samples per second against the
+   per-step reference predictors on a subset of the machines; the best of --e2e-repeat runs
+   on both sides, as timeit does.
 
 Rates are per core: BLAS is pinned to one thread and the DirectRunner runs in one process.
 """

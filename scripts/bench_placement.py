@@ -1,28 +1,19 @@
 """Benchmark of the placement replay: events per second per policy, vs the scan-every-host
 reference on the same input.
 
-Synthetic pool: `--hosts` identical hosts (48 cores, 192 GB) and `--arrivals` VMs with
-Azure-like shapes and heavy-tailed lifetimes (about 70 % under an hour, most core-hours in
-VMs living days), arriving as a Poisson process sized for ~80 % CPU utilization.
-
-Events = VM arrivals + VM exits inside the replay (samples and timers are not counted).
-Best-Fit, NILAS and LAVA run in both engines (`simulate(engine=...)`: the compiled one, where
-it replays them, and the Python one), the other policies in Python.
-Each policy runs with oracle lifetimes, and NILAS/LAVA also with three repredicting lifetime
-sources, through the HostExitCache (15-minute refresh): the noisy oracle of accuracy 0.8
-(001 App. G.1, a numpy batch per reprediction), a stand-in with the per-batch cost
-shape of a gradient-boosted model (fixed cost per call plus per row), and the real
-LightGBM `UptimeLifetimeModel` as its exact `LifetimeCurves` (the pipeline's uptime_model
-source: curves evaluated before the replay, repredictions are lookups), trained (not timed)
-on the stage's default examples (absolute ages) of another synthetic trace whose job names
-carry the lifetime signal; the oracle runs again on the same span for the ratio model /
-oracle: a prefix (`--model_arrivals`) in the Python engine, the whole trace in the compiled
-one; a policy's sources are timed in `--repeats` interleaved rounds, the least of each kept.
-The reference runs on a prefix of the arrivals (`--reference_arrivals`), and the fast replay
-is timed again on the same prefix for the ratio. Times are CPU seconds of this process.
-
     .venv/bin/python scripts/bench_placement.py            # 1,000 hosts, 1M arrivals
     .venv/bin/python scripts/bench_placement.py --quick    # 200 hosts, 50k arrivals
+
+A synthetic pool: `--hosts` hosts of 48 cores and 192 GB, `--arrivals` VMs of Azure-like
+shapes and heavy-tailed lifetimes arriving as a Poisson process for ~80 % CPU utilization.
+Events are the arrivals and exits inside the replay. Best-Fit, NILAS and LAVA run in both
+engines, the other policies in Python, each with oracle lifetimes; NILAS and LAVA also with
+three repredicting sources (15-minute refresh): the noisy oracle of accuracy 0.8 ([Ling25ext]
+App. G.1), a stand-in with a gradient-boosted model's per-call cost shape, and a real
+`UptimeLifetimeModel` as exact `LifetimeCurves` (trained, untimed, on another synthetic
+trace), each against the oracle on the same span (`--model_arrivals` in Python, the whole
+trace compiled), the least of `--repeats` interleaved rounds. The reference runs on the first
+`--reference_arrivals`, the fast replay again on that prefix for the ratio. CPU seconds.
 """
 
 import argparse

@@ -1,6 +1,6 @@
-"""Benchmark of the shaping simulator (issue 12): simulated component-steps per second per
-core for each policy with oracle forecasts on 002 §IV-A's cluster (250 hosts x 32 cores /
-128 GB) with >= 10,000 applications, and the ratio against the per-component reference step
+"""Benchmark of the shaping simulator: simulated component-steps per second per core for
+each policy with oracle forecasts on [Pace18] §IV-A's cluster (250 hosts x 32 cores / 128 GB)
+with >= 10,000 applications, and the ratio against the per-component reference step
 (fleetcast_testing/reference/shaping_simulator.py) on the same input in the same run.
 Forecaster fits are timed separately, per fit, on a sample of the usage series.
 

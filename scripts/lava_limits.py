@@ -1,7 +1,7 @@
 """What limits LAVA with learned or noisy lifetimes on a placement run: its VM classes or
-the exits it ranks hosts by (issue 11)?
+the exits it ranks hosts by?
 
-LAVA reads lifetimes twice: a VM's class at arrival picks the tier of hosts (001 App. I
+LAVA reads lifetimes twice: a VM's class at arrival picks the tier of hosts ([Ling25ext] App. I
 Algorithm 3), and the repredicted host exits rank the hosts inside a tier (NILAS). This
 replays LAVA on the run's pools with each combination of
 - exits: a lifetime source of the placement stage (`--exits`: the uptime model's exact
@@ -14,9 +14,8 @@ and prints the empty hosts % (mean over the metric window) and the difference to
 in percentage points. The pools, models, lifetime sources and simulator settings are the
 placement stage's own (`pool_inputs`, `lifetime_source`, `lava_vm_classes`,
 `simulate_options`), so the plain-LAVA cells equal the run's `lava` rows of those sources,
-and the class classifiers with the uptime model its `uptime_model_lava_classes` row. About
-20 s for the default columns (the compiled engine) and 1 CPU-minute per noisy one (the
-Python engine) on the Azure sample.
+and the class classifiers with the uptime model its `uptime_model_lava_classes` row (its
+timing: docs/performance.md).
 
     .venv/bin/python scripts/lava_limits.py results/azure_placement
     .venv/bin/python scripts/lava_limits.py results/azure_placement \

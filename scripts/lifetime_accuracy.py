@@ -1,5 +1,5 @@
 """How accurate are the trained uptime model's repredicted exits, next to the noisy-oracle
-sweep of paper 001 App. G.1 (issue 11: why the model's placement gains stay near Best-Fit)?
+sweep of [Ling25ext] App. G.1 (why do the model's placement gains stay near Best-Fit)?
 
 On the results of a placement run with the uptime model (e.g. `fleetcast run
 configs/azure_placement.textproto`), this rebuilds the replay's pools and lifetime sources
@@ -19,8 +19,7 @@ at 1 s, as the noisy oracle floors them): p50, p90, the fractions within 0.1, 0.
 decade; and NILAS's view, the temporal-cost bucket (policies/nilas.py) of the predicted vs
 the true remaining lifetime, equal and within one bucket. Then the "equivalent accuracy":
 the noisy-oracle accuracy whose within-0.3, within-1 and bucket-equal fractions match the
-model's, interpolated linearly in the sweep ("<a" / ">a" outside it). All VMs, no sampling
-(a few seconds on the 259k-VM Azure sample).
+model's, interpolated linearly in the sweep ("<a" / ">a" outside it). All VMs, no sampling.
 
     .venv/bin/python scripts/lifetime_accuracy.py /work/azp_new
     .venv/bin/python scripts/lifetime_accuracy.py RESULTS \

@@ -1,24 +1,18 @@
-"""Synthetic Google cluster trace v3 (2019) generator: fleetcast's embedded default data.
+"""Synthetic Google cluster trace v3 (2019) generator: fleetcast's embedded default data
+(`fleetcast synth`).
 
-Writes the four tables a user would export from the public BigQuery dataset --
-machine_events, collection_events, instance_events, instance_usage -- with the v3 field names
-and enums of google/cluster-data `clusterdata_trace_format_v3.proto`, so that fleetcast reads
-it exactly like the real trace. Seeded and deterministic: the same arguments give
-byte-identical files. Times are integer microseconds from the trace start; resources are
-normalized so that the largest machine has cpus = memory = 1. The command line is
-`fleetcast synth`.
+Writes the four tables of the public BigQuery dataset (machine_events, collection_events,
+instance_events, instance_usage) with the v3 field names and enums of google/cluster-data's
+`clusterdata_trace_format_v3.proto`, so fleetcast reads it exactly like the real trace.
+Seeded: the same arguments give byte-identical files. Times are integer microseconds from the
+trace start; resources are normalized so that the largest machine has cpus = memory = 1.
 
-The modules, in the order the generator applies them:
-
-- fleet: machines of a few platforms and their machine_events (repairs, upgrades).
-- workload: the catalog of logical names, then the jobs arriving as a diurnal Poisson
-  process (from 30 days before the trace start) and their tasks' lifetimes and fates.
-- placement: an event-driven replay that puts each task on a random machine with room.
-- usage: the instance_usage rows of the placed runs, per 5-minute window.
-- events: the machine, collection and instance event tables.
-- writers: JSON / CSV lines, Arrow tables and the shard files.
-- trace: sample_trace (everything above but the writing) and generate (the files).
-- constants: the v3 enums, table names, file suffixes and units shared by the others.
+Modules, in the order the generator applies them: fleet (machines and their events), workload
+(logical names; jobs arriving as a diurnal Poisson process from 30 days before the start;
+their tasks' lifetimes and fates), placement (each task on a random machine with room), usage
+(instance_usage per 5-minute window), events (the event tables), writers (JSON / CSV lines,
+Arrow tables, shard files), trace (`sample_trace` and `generate`), constants (shared enums,
+table names, file suffixes and units).
 """
 
 from synthetic.constants import (

@@ -163,8 +163,8 @@ def to_arrow(columns: list[Column], n_rows: int) -> pa.Table:
         for name, v in fields.items()})
 
 
-# Level 1: three times faster than the default 6 for 20 % larger files; compression is the
-# slowest step of writing JSON.
+# Level 1: much faster than the default 6 for slightly larger files; compression is the slowest
+# step of writing JSON.
 _GZIP_LEVEL = 1
 
 

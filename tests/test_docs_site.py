@@ -76,7 +76,7 @@ def test_the_configuration_reference_has_every_run_config_field():
             assert f"\n| `{field}` |" in section, (name, field)
     # A field's comment in the proto, its default and the enum it names.
     assert ("| `warmup_s` | int64 | `172800` | Metrics start this long after the replay "
-            "start (001 App. F: two days). |") in reference
+            "start ([Ling25ext] App. F: two days). |") in reference
     assert "| `warm_start` | [PlacementConfig.WarmStart](#placementconfig-warmstart) (enum)" \
         in reference
     assert "### `PlacementConfig.WarmStart` {#placementconfig-warmstart}" in reference

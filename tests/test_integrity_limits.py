@@ -96,7 +96,7 @@ SHAPING = "synthetic {} shaping { policy: BASELINE host_shape { cpu: 1 memory: 1
     (SHAPING % "host_count: 2 sampled_applications: 1000000", None),
     (SHAPING % "host_count: 2 seed: -1", "shaping.seed[0]: must be >= 0, got -1"),
     (SHAPING % "host_count: 1000000000",
-     "shaping.host_count: must be at most 100,000 hosts: 400 x 002's 250; the scheduler scans "
+     "shaping.host_count: must be at most 100,000 hosts: 400 x [Pace18]'s 250; the scheduler scans "
      "them at every placement; got 1000000000"),
     (SHAPING % "host_count: 2 max_time_after_last_submit_s: 9223372036854775807",
      "shaping.max_time_after_last_submit_s: must be at most 315,360,000 s (10 years): longer "

@@ -1,4 +1,4 @@
-"""LAVA is 001 App. I Algorithm 3, a score: it never fails a VM that fits on some host.
+"""LAVA is [Ling25ext] App. I Algorithm 3, a score: it never fails a VM that fits on some host.
 
 The hard recycling rule of the §4.3 prose survives only as the "lava_strict_recycling"
 ablation, which does fail such VMs.

@@ -2,7 +2,7 @@
 
 Bars were set from measurements on this sample (time split at 70 % of its 3.5 days, 30k
 training and 10k test VMs drawn with a fixed seed, 60 trees): LA classifier AUC 0.79
-(paper 003 Table 1: 0.89 with customer-history features the public trace lacks); uptime
+([Barbalho23] Table 1: 0.89 with customer-history features the public trace lacks); uptime
 model |log10 error| at arrival 0.38 vs 0.44 for the best constant; 0.21–0.28 once
 repredicted at 40–70 % of the lifetime, where the no-uptime ablation is above 1.2;
 C-index 0.66 vs 0.54 for Kaplan–Meier per request shape.
@@ -51,8 +51,8 @@ def test_la_classifier_separates_vms_living_beyond_two_hours(azure_split):
     metrics = la_classifier_metrics(classifier, test,
                                     observation_end_us=split.observation_end_us).iloc[0]
     assert metrics["auc"] > 0.7
-    # At the 85 %-recall operating point fitted on the training period (003 App. C.2);
-    # measured 0.57, paper 003 Table 1: 0.45–0.64.
+    # At the 85 %-recall operating point fitted on the training period ([Barbalho23] App. C.2);
+    # measured 0.57, [Barbalho23] Table 1: 0.45–0.64.
     assert metrics["f1"] > 0.45
     assert metrics["average_precision"] > metrics["n_positive"] / metrics["n"] + 0.1
 

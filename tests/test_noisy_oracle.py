@@ -1,4 +1,4 @@
-"""Noisy-oracle lifetimes (paper 001 App. G.1)."""
+"""Noisy-oracle lifetimes ([Ling25ext] App. G.1)."""
 
 import numpy as np
 import pytest

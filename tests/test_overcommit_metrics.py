@@ -1,4 +1,4 @@
-"""Overcommit metrics of paper 004 §5.1.3 on hand-made arrays."""
+"""Overcommit metrics of [Bashir21] §5.1.3 on hand-made arrays."""
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """The overcommit stage: filter, metric, reset/shift, scheduler, tellers per machine, metrics,
-bad input, LoadOrWrite and the notebook (paper 004 §3-5)."""
+bad input, LoadOrWrite and the notebook ([Bashir21] §3-5)."""
 
 import nbformat
 import numpy as np

@@ -1,4 +1,4 @@
-"""Peak oracle and predictors (paper 004 §3-4, paper 002 §III) against per-step references."""
+"""Peak oracle and predictors ([Bashir21] §3-4, [Pace18] §III) against per-step references."""
 
 
 import numpy as np
@@ -304,7 +304,7 @@ def test_real_azure_vms_on_one_machine_match_reference(azure_readings):
         assert_same(fast.predict(samples), slow.predict(samples))
 
 
-# --- Forecasters (paper 002) -----------------------------------------------------------------
+# --- Forecasters ([Pace18]) -----------------------------------------------------------------
 
 def small_arima(**overrides):
     knobs = dict(orders=((1, 0, 0), (0, 1, 1)), num_history_samples=20, refit_every_steps=15,

@@ -1,4 +1,4 @@
-"""LARS defragmentation (paper 000/001 §4.4, App. H) in the placement replay."""
+"""LARS defragmentation ([Ling25] §4.4, [Ling25ext] App. H) in the placement replay."""
 
 import numpy as np
 import pytest

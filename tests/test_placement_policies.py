@@ -1,4 +1,5 @@
-"""Placement policies on hand-made scenarios: Best-Fit, PBFR, LA, NILAS, LAVA, 003 Example 1."""
+"""Placement policies on hand-made scenarios: Best-Fit, PBFR, LA, NILAS, LAVA, and
+[Barbalho23] Example 1."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Semantics of the shaping simulator and its policies (paper 002 §III-B, Algorithm 1) on
+"""Semantics of the shaping simulator and its policies ([Pace18] §III-B, Algorithm 1) on
 hand-made clusters with known answers, and the vectorized step against the per-component
 reference on random workloads."""
 

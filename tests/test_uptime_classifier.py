@@ -1,5 +1,5 @@
 """P(lifetime > θ | features, uptime) (predictors/lifetime/uptime_classifier.py): which
-(instance, age) pairs it learns from, the bimodal case of 001 §3 (a VM that outlived the
+(instance, age) pairs it learns from, the bimodal case of [Ling25ext] §3 (a VM that outlived the
 short mode is long), exact probability curves, and its saved files."""
 
 import numpy as np
@@ -72,7 +72,7 @@ def test_a_bimodal_vm_that_outlived_its_short_mode_is_long(bimodal_model):
     # At arrival: the bimodal job is a coin flip, the others are sure.
     assert 0.35 < at_arrival[0] < 0.65
     assert at_arrival[1] < 0.05 and at_arrival[2] > 0.95
-    # After 4 h every bimodal VM still alive is of the long mode (001 §3's example).
+    # After 4 h every bimodal VM still alive is of the long mode ([Ling25ext] §3's example).
     assert model.predict_proba_long(rows[:1], 4 * HOUR_S)[0] > 0.95
 
 

@@ -157,6 +157,8 @@ class _MachineRatioReference(_StatefulReference):
 
 
 class ReferenceNSigma(_MachineRatioReference):
+    """Step-by-step N-sigma: min(1, mean + n stdev of the warm ratio history) × the warm limit."""
+
     def __init__(self, n=5, num_history_samples=120, min_num_samples=24, cap_to_limit=False):
         super().__init__(min_num_samples, num_history_samples, cap_to_limit)
         self.n = n
@@ -168,6 +170,8 @@ class ReferenceNSigma(_MachineRatioReference):
 
 
 class ReferencePerMachinePercentile(_MachineRatioReference):
+    """Step-by-step per-machine percentile of the warm ratio history × the warm limit."""
+
     def __init__(self, percentile=100, num_history_samples=120, min_num_samples=24,
                  cap_to_limit=False):
         super().__init__(min_num_samples, num_history_samples, cap_to_limit)
@@ -200,6 +204,9 @@ class ReferenceForecaster(_MachineRatioReference):
 
 
 class ReferenceRcLike(_StatefulReference):
+    """Step-by-step RC-like: the sum over warm tasks of a percentile of their usage-to-limit
+    ratios × their current limit."""
+
     def __init__(self, percentile=100, num_history_samples=120, min_num_samples=24,
                  cap_to_limit=False):
         super().__init__(min_num_samples)
@@ -228,6 +235,8 @@ class _RunningState:
 
 
 class ReferenceMax(_StatefulReference):
+    """Step-by-step sum over warm tasks of their largest usage in the current run."""
+
     def __init__(self, min_num_samples=24, cap_to_limit=False):
         super().__init__(min_num_samples)
         self.cap_to_limit = cap_to_limit
@@ -243,6 +252,8 @@ class ReferenceMax(_StatefulReference):
 
 
 class ReferenceAvg(_StatefulReference):
+    """Step-by-step sum over warm tasks of their mean usage in the current run."""
+
     def __init__(self, min_num_samples=24, cap_to_limit=False):
         super().__init__(min_num_samples)
         self.cap_to_limit = cap_to_limit
@@ -275,6 +286,8 @@ class ReferenceBorgDefault:
 
 
 class ReferenceMaxDecorator:
+    """Step-by-step maximum of several reference predictors' outputs."""
+
     def __init__(self, predictors):
         self.predictors = predictors
 
@@ -284,6 +297,8 @@ class ReferenceMaxDecorator:
 
 
 class ReferenceAvgDecorator:
+    """Step-by-step mean of several reference predictors' outputs."""
+
     def __init__(self, predictors):
         self.predictors = predictors
 

@@ -184,7 +184,7 @@ class ReferenceReplay:
                                  self._used())
 
     def _lava(self, fits, score, exit_us, now_us) -> int:
-        """001 App. I Algorithm 3: the first candidate set C below that holds a host where
+        """[Ling25ext] App. I Algorithm 3: the first candidate set C below that holds a host where
         the VM fits, then NILAS's choice in C; -1 if the VM fits nowhere."""
         vm_class = bisect.bisect_right(self.lava_bounds_us[:-1], exit_us - now_us)
         state = np.array(self.state)

@@ -46,7 +46,7 @@ def simulate_reference(workload, cluster, policy, interval_steps, seed=0, max_st
 
 
 def algorithm_1_reference(running):
-    """002 Algorithm 1 one component at a time, as the paper writes it (the loop that
+    """[Pace18] Algorithm 1 one component at a time, as the paper writes it (the loop that
     `policies.shaping.policies.pessimistic.algorithm_1` replaced): (fully preempted
     applications, preempted elastic components)."""
     cpus_free = running.capacity[:, 0].copy()

@@ -1,27 +1,19 @@
-"""fleetcast's own tables in BigQuery, on the google-cloud-bigquery client library.
+"""fleetcast's own tables in BigQuery, on the google-cloud-bigquery client library
+(docs/reliability.md, "BigQuery output").
 
-Writing. A run writes a BigQuery table the way it writes a Parquet one (pipelines/io/sinks.py:
-the same shards, conformed to the declared schema) into its staging area (a local or gs://
-directory); only when the whole run has succeeded does `Publisher.publish` load each table's
-files into a staging table of the target dataset (`_fleetcast_staging_<run id>_<table>`) and
-replace the target with one copy job (BigQuery replaces a table atomically). A BigQuery
-output dataset gets its run manifest last, as a row appended to `<dataset>.fleetcast_manifest`.
-A failed or killed run loads nothing, so the previous tables stay as they were. fleetcast
-deletes only tables it wrote: its staging tables, and tables the dataset's last manifest
-lists that this run did not produce.
+Writing: a run stages a BigQuery table's shards as it stages a Parquet one (sinks.py), and
+only when the whole run has succeeded does `Publisher.publish` load each into a staging table
+`_fleetcast_staging_<run id>_<table>` of the dataset and replace the target with one copy job,
+then append the run's manifest row to `<dataset>.fleetcast_manifest`. A failed run loads
+nothing; only tables fleetcast wrote are ever deleted. Beam's BigQuery IO is not used: in batch
+it needs a Cloud Storage temp location, replaces each table while the run still runs, and
+cannot be pointed at another endpoint.
 
-Why not Beam's WriteToBigQuery / ReadFromBigQuery: in batch they need a Cloud Storage temp
-location (file loads, exports), WRITE_TRUNCATE replaces each table while the run is still
-running, and their clients cannot be pointed at another endpoint (a local emulator).
-
-Reading. `ReadBigQueryTable` (fleetcast's tables) and `ReadBigQueryRows` (trace tables and
-queries) use the BigQuery Storage Read API: one read session per table with several streams,
-each stream read as Arrow record batches on whichever worker gets it; only the columns the run
-uses are read. `dry_run_bytes` tells what a query would scan (`fleetcast estimate`).
-
-Endpoints. The client library's own BIGQUERY_EMULATOR_HOST (e.g. http://127.0.0.1:9050)
-points the REST API at an emulator, and FLEETCAST_BIGQUERY_STORAGE_HOST (host:port) the
-Storage Read API's gRPC; with an emulator the credentials are anonymous.
+Reading: `ReadBigQueryTable` (fleetcast's tables) and `ReadBigQueryRows` (trace tables and
+queries) read through the Storage Read API, one session per table, its streams in parallel as
+Arrow record batches, only the columns the run uses; `dry_run_bytes` is what a query would scan
+(`fleetcast estimate`). BIGQUERY_EMULATOR_HOST (REST) and FLEETCAST_BIGQUERY_STORAGE_HOST
+(Storage Read gRPC, host:port) point the clients at an emulator, with anonymous credentials.
 """
 
 import contextlib
@@ -76,6 +68,8 @@ MANIFEST_SCHEMA = schemas.table("One row per fleetcast run published into this d
 
 
 class TableRef(NamedTuple):
+    """A BigQuery table: its project (None: the client's default), dataset and name."""
+
     project: Optional[str]
     dataset: str
     table: str

@@ -1,21 +1,14 @@
-"""The coder fleetcast's PCollections use: Beam's FastPrimitivesCoder, with Arrow tables
+"""The coder of fleetcast's PCollections: Beam's FastPrimitivesCoder, with Arrow tables
 encoded as Arrow IPC streams and sized without encoding them.
 
-fleetcast's elements are Arrow tables (chunks of a table, a machine's samples, a shard's
-rows), often inside (key, value) tuples, and their element types are not declared, so Beam
-codes them with FastPrimitivesCoder, which pickles what it does not know. Two costs follow:
-
-- Beam samples the byte size of elements on every step's output (for its metrics and for
-  splitting), and FastPrimitivesCoder estimates a size by encoding the whole element: a
-  pickled copy of a 65,536-row usage chunk for each sample. Tables and arrays know their
-  size, so this coder asks them instead.
-- Pickling a table costs ~0.2 ms even for a few rows (and pickles a slice's whole parent
-  buffers); an IPC stream costs a fifth of that and holds only the rows of the table.
-
-Large tables (≥ 256 KiB) travel LZ4-compressed. The portable runners copy every encoded
-element several times between stages (data channel, grouping buffers), and fleetcast's big
-tables compress 3-4× (the per-teller timeseries repeats its time, usage, limit and oracle
-columns for every teller); LZ4 costs ~1 ms per MB both ways, less than the copies it saves.
+fleetcast's elements are Arrow tables, often in (key, value) tuples, with undeclared element
+types, so Beam codes them with FastPrimitivesCoder, which pickles what it does not know and
+estimates an element's size (sampled on every step's output) by encoding it whole. This coder
+asks tables and arrays for their size instead, and encodes a table as an IPC stream, which
+costs less than pickling it and holds only its rows (a pickled slice carries its parent's
+buffers). Tables of 256 KiB or more travel LZ4-compressed: the portable runners copy every
+encoded element several times between stages, and the big tables (the per-teller timeseries
+repeats its columns per teller) compress well, for less than the copies cost.
 """
 
 import pickle

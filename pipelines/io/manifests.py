@@ -1,6 +1,5 @@
-"""The run manifest: what one fleetcast run published under its output root R, checked.
-
-R/fleetcast_manifest.json (format 2):
+"""The run manifest: what one fleetcast run published under its output root R, checked
+(docs/reliability.md). R/fleetcast_manifest.json, format 2:
 
     {"fleetcast_manifest": 2, "success": true, "run_id", "name", "config" (text format),
      "fleetcast_version", "started_at", "finished_at" (UTC, ISO 8601),
@@ -9,15 +8,12 @@ R/fleetcast_manifest.json (format 2):
      "files": {path relative to R: bytes}   every file the run published under R,
      "outside": {absolute path: bytes}}     files it published elsewhere (a model_dir)
 
-Ownership is by location: the files under R that the manifest lists are fleetcast's (a later
-run into R may replace or delete them); a file outside R is owned by the run into R that
-wrote it, and only while "root" still names R itself (its path and inode), so a copy of R
-(`cp -r R R2`) never owns, and never deletes, the files outside it. A manifest whose structure
-is wrong, or that lists a path escaping R (`../x`, an absolute path among "files"), is
-damaged: readers refuse it naming the file, and a run into R replaces it.
-
-Format 1 (before fleetcast 0.3) had "files" as a list of paths and no "root" or sizes: it is
-read, its files checked for presence only, and its files outside R are owned by nobody.
+The files under R that it lists are fleetcast's; a file outside R is owned by the run into R
+that wrote it, only while "root" still names R itself (path and inode), so a copy of R never
+owns the files outside it. A manifest with a wrong structure, or listing a path that escapes R,
+is damaged: readers refuse it naming the file, and a run into R replaces it. A format 1
+manifest ("files" a list of paths, no "root" or sizes) is read, its files checked for presence
+only, and its files outside R owned by nobody.
 """
 
 import json

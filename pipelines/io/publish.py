@@ -1,33 +1,20 @@
-"""Atomic results: a run writes under a staging directory and publishes only on success.
+"""Atomic results: a run writes under a staging directory and publishes only on success
+(docs/reliability.md, "Results are published atomically").
 
-A Parquet run with output root R writes every file into R/.fleetcast/staging/<run id>/ (its
-tables, the synthetic trace it generates, its lifetime models, and the extra copies and
-model directories configured elsewhere on R's file system). Only when the pipeline has
-finished and the results pass their checks are the staged files renamed into place, and the
-run manifest R/fleetcast_manifest.json (pipelines/io/manifests.py) is written last. A
-directory on another file system than R's (gs:// beside a local R, or the reverse) cannot be
-renamed into from R's staging area: it is written in place while the run runs, and is not in
-the manifest. Steps that read the run's own outputs while it runs (the placement stage loads
-the lifetime models) find them through `staged_dirs`.
+A Parquet run with output root R writes every file (tables, the generated trace, lifetime
+models, extra copies on R's file system) into R/.fleetcast/staging/<run id>/; only when the
+pipeline has finished and its results pass their checks are the staged files renamed into
+place, after the publication plan and before the run manifest (manifests.py), each written
+whole (fsynced, renamed). A directory on another file system than R's is written in place
+during the run and is not in the manifest. Steps reading the run's own outputs find them with
+`staged_dirs` / `staged_path`.
 
-What a run may replace or delete (ownership is by location, never by what a manifest says):
-files under R that R's previous manifest lists (or, in an R without a readable manifest,
-files named like fleetcast's shards: results of fleetcast before manifests); and, only by
-replacing it with a file of the same path, a file outside R that a run into R itself wrote
-(manifests.owns_outside). It never deletes a file outside R, never writes or deletes through
-a symbolic link below R, and fails naming the path rather than replace any other file.
-
-The publication plan (the manifest, the renames, the files to delete) is written to the
-staging directory first (fsynced and renamed into place, as every publication file is), so a
-run killed while it publishes leaves a root that readers refuse until the next run into R
-finishes that publication. A plan that is damaged is set aside under R/.fleetcast/failed
-with a warning naming it.
-
-One run at a time writes into a local R: a run holds an exclusive flock(2) on
-R/.fleetcast/lock (which records its pid, host, start time and run id) from before it
-touches R until it has published or failed, and a second run fails at once naming R and
-the holder. The kernel releases the lock when its process ends, SIGKILL included, so a lock
-left behind never blocks. An R on another file system (gs://) is not locked.
+Ownership is by location: a run replaces or deletes only files under R that R's previous
+manifest lists (without a readable manifest, files named like fleetcast's shards), and replaces
+a file outside R only if a run into R itself wrote it (`manifests.owns_outside`); it never
+deletes outside R, never writes through a symbolic link below R, and fails naming any other
+path in the way. A run into a local R holds an exclusive flock(2) on R/.fleetcast/lock until it
+has published or failed (released by the kernel when it ends, SIGKILL included).
 """
 
 import contextlib

@@ -38,8 +38,8 @@ Format = fleetcast_pb2.TableInput.Format
 
 # Every compressed format Beam detects from a file's ending, as a new streaming
 # decompressor per member (gzip and bzip2 files may hold several concatenated members).
-# gzip and deflate through ISA-L (isal, zlib's interface and output): 3.4x zlib's speed on
-# the trace's usage shards, where gunzip was ~14 % of a JSON.gz run.
+# gzip and deflate through ISA-L (isal, zlib's interface and output), faster than zlib on
+# the trace's usage shards, where gunzip is a sizeable part of a JSON.gz run.
 _DECOMPRESSORS = {
     CompressionTypes.GZIP: lambda: isal_zlib.decompressobj(isal_zlib.MAX_WBITS | 16),
     CompressionTypes.BZIP2: bz2.BZ2Decompressor,

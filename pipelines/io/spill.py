@@ -1,20 +1,14 @@
 """Large Arrow tables handed between steps through files of the run, not through the runner.
 
-Every table that crosses a grouping (GroupByKey, CoGroupByKey, a Flatten the runner
-materialises) is encoded by the runner and copied several times: into the data channel, into
-the grouping buffer, out again. For the widest tables (instance_usage, ~250 bytes a window)
-those copies cost more than reading, checking and joining them, and the in-memory runner holds
-each grouping's whole input at once (~1.8 KB of peak RSS per usage window); between Dask
-worker processes every copy is also pickled and sent. So the two groupings of the canonical
-tables (by collection shard in the Google source, by output shard in the Parquet sink) write
-each table once as an Arrow IPC file in the run's staging area and group `Spilled`
-references, a few dozen bytes each; the step after the grouping maps the file back
-(zero-copy on a local file system).
-
-The files live in a directory of the run's staging area that is never published: it goes
-with the area when the run publishes, fails or is discarded, and a retried step writes new
-files (only the references of the attempt that succeeded are grouped). Outside a run (no
-staging area), tables travel as before.
+A table crossing a grouping is encoded by the runner and copied several times (data channel,
+grouping buffer, out again), pickled between Dask workers, and held whole by the in-memory
+runner; for the widest tables (instance_usage) that costs more than reading and joining them.
+So the two groupings of the canonical tables (by collection shard in the Google source, by
+output shard in the Parquet sink) write each table once as an Arrow IPC file in the run's
+staging area and group `Spilled` references of a few dozen bytes; the step after the grouping
+maps the file back (zero-copy on a local file system). The files' directory is never
+published: it goes with the staging area, and a retried step writes new files (only the
+attempt that succeeded is grouped). Outside a run (no staging area) tables travel whole.
 """
 
 import uuid

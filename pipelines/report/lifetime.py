@@ -1,4 +1,4 @@
-"""The lifetime section (papers 000/001 §3, 003 §3.2): F1 of "long-lived" as the uptime grows
+"""The lifetime section ([Ling25] §3, [Barbalho23] §3.2): F1 of "long-lived" as the uptime grows
 (Fig. 9), the |log10 error| histogram (App. C, Fig. 12) and the models compared one metric per
 panel, LA's classifier included."""
 
@@ -105,10 +105,11 @@ def section(tables: dict, config, figures) -> str:
         "<h2>Lifetime models</h2>",
         figures.html(f1_vs_uptime(tables["lifetime_f1_by_age"],
                                   tables["lifetime_f1_by_uptime"]),
-                     "lifetime_f1_vs_uptime", "F1 of \"long-lived\" vs uptime (001 Fig. 9)"),
+                     "lifetime_f1_vs_uptime",
+                     "F1 of \"long-lived\" vs uptime ([Ling25ext] Fig. 9)"),
         figures.html(error_histogram(tables["lifetime_error_histogram"]),
                      "lifetime_error_histogram", "|log10 error| of the remaining lifetime "
-                     "(001 App. C, Fig. 12)"),
+                     "([Ling25ext] App. C, Fig. 12)"),
         figures.html(model_comparison(table), "lifetime_model_comparison",
                      "Models compared, one metric per panel"),
         "<h3>Models</h3>" + table.round(3).to_html(),

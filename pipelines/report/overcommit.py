@@ -1,4 +1,4 @@
-"""The overcommit section: paper 004 Fig. 10 as one multi-panel figure (CDFs of the
+"""The overcommit section: [Bashir21] Fig. 10 as one multi-panel figure (CDFs of the
 per-machine violation rate, violation severity and savings ratio, and of the cell's savings
 over time), each predictor labelled by what it computes."""
 
@@ -74,7 +74,7 @@ def fig10(machines: pd.DataFrame, cell: pd.DataFrame, labels: dict):
     handles, names = axes[2].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(len(names), 3), fontsize=8,
                bbox_to_anchor=(0.5, -0.12 - 0.05 * (len(names) // 3)))
-    fig.suptitle("Overcommit (paper 004 Fig. 10): each predictor scored against the oracle")
+    fig.suptitle("Overcommit ([Bashir21] Fig. 10): each predictor scored against the oracle")
     fig.tight_layout()
     return fig
 

@@ -1,6 +1,6 @@
-"""The placement section (papers 000/001 §6, 003): empty hosts over time with each policy's
+"""The placement section ([Ling25] §6, [Barbalho23]): empty hosts over time with each policy's
 own upper bound, the summary per policy and lifetime source with failed placements beside the
-gains, and the noisy-oracle accuracy sweep (001 Fig. 15)."""
+gains, and the noisy-oracle accuracy sweep ([Ling25ext] Fig. 15)."""
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ def shown_replays(summary: pd.DataFrame):
 
 
 def empty_hosts_over_time(series: pd.DataFrame, pool: str, source: str):
-    """Empty hosts % per policy over time; each policy's upper bound (001 App. G.2) in its
+    """Empty hosts % per policy over time; each policy's upper bound ([Ling25ext] App. G.2) in its
     colour, dashed: the bound depends on the demand each policy has placed."""
     shown = series[(series["pool"] == pool) & (series["lifetime_source"] == source)
                    & (series["defrag"] == "none")]
@@ -123,7 +123,7 @@ def accuracy_sweep(summary: pd.DataFrame, pool: str):
     seeds = (sweep.groupby("accuracy")["noisy_oracle_seed"].nunique().max()
              if "noisy_oracle_seed" in sweep else 1)
     spread = f", mean and range over {seeds} seeds" if seeds > 1 else ""
-    ax.set_title(f"Accuracy sweep (001 Fig. 15): pool {pool}, "
+    ax.set_title(f"Accuracy sweep ([Ling25ext] Fig. 15): pool {pool}, "
                  f"{sweep['accuracy'].nunique()} accuracies{spread}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

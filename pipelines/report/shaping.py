@@ -1,4 +1,4 @@
-"""The resource-shaping section (paper 002 §IV): Fig. 2 (per-application turnaround and
+"""The resource-shaping section ([Pace18] §IV): Fig. 2 (per-application turnaround and
 slack of the baseline and of each shaping policy with the oracle, as boxplots), Fig. 3
 (turnaround ratio vs the baseline, memory slack and failed applications over K1 × K2, one
 row per forecaster and policy) and a summary table of the runs. notebooks/shaping.ipynb
@@ -14,7 +14,7 @@ POLICIES = ("baseline", "optimistic", "pessimistic")
 FIG2_METRICS = (("turnaround_s", "turnaround (h, log)", 1 / 3600),
                 ("cpu_slack_pct", "CPU slack (% of allocated)", 1.0),
                 ("memory_slack_pct", "memory slack (% of allocated)", 1.0))
-# (shaping_runs column, title, colour map: brighter = better): 002 Fig. 3's turnaround
+# (shaping_runs column, title, colour map: brighter = better): [Pace18] Fig. 3's turnaround
 # ratio, memory slack and failures; CPU slack stands in for memory's when memory is not
 # shaped (fig3_panels).
 FIG3_PANELS = (("turnaround_speedup_vs_baseline", "turnaround ratio vs baseline (> 1 better)",
@@ -28,7 +28,7 @@ SUMMARY_COLUMNS = ("turnaround_speedup_vs_baseline", "mean_turnaround_s",
 
 
 def oracle_cell(frame: pd.DataFrame):
-    """(k1, k2) of Fig. 2: the oracle's smallest buffer (002 Fig. 2 uses K1 = K2 = 0), or
+    """(k1, k2) of Fig. 2: the oracle's smallest buffer ([Pace18] Fig. 2 uses K1 = K2 = 0), or
     None without oracle rows."""
     oracle = frame[frame["forecaster"] == ORACLE]
     if not len(oracle):
@@ -59,7 +59,7 @@ def fig2(applications: pd.DataFrame):
         if metric == "turnaround_s":
             ax.set_yscale("log")
         ax.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"Resource shaping (paper 002 Fig. 2): oracle forecasts, K1 = {cell[0]:g}, "
+    fig.suptitle(f"Resource shaping ([Pace18] Fig. 2): oracle forecasts, K1 = {cell[0]:g}, "
                  f"K2 = {cell[1]:g}, per application over every seed")
     fig.tight_layout()
     return fig
@@ -117,7 +117,7 @@ def fig3(runs: pd.DataFrame):
             grid = cell.pivot_table(index="k2", columns="k1", values=metric, aggfunc="mean")
             _heatmap(fig, axes[row][col], grid, cmap, _limits(means[metric]),
                      f"{forecaster}, {policy}: {title}")
-    fig.suptitle("Resource shaping (paper 002 Fig. 3): means over seeds per K1 × K2")
+    fig.suptitle("Resource shaping ([Pace18] Fig. 3): means over seeds per K1 × K2")
     # Leave the suptitle its own band (tight_layout alone lets it cover the first titles).
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))
     return fig

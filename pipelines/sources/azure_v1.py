@@ -101,6 +101,8 @@ def _percent(value, field: str, required: bool):
 
 
 class VmTableParser(ChunkParser):
+    """Rows of the vmtable → VMTABLE rows (times in µs; deleted after created; cores > 0)."""
+
     source, table, schema = SOURCE, "vmtable", VMTABLE
 
     def parse_row(self, row):
@@ -118,6 +120,8 @@ class VmTableParser(ChunkParser):
 
 
 class ReadingsParser(ChunkParser):
+    """Rows of vm_cpu_readings → READINGS rows (time in µs, CPU % in [0, 100])."""
+
     source, table, schema = SOURCE, "vm_cpu_readings", READINGS
 
     def parse_row(self, row):

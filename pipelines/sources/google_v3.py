@@ -97,6 +97,8 @@ def _distribution(value, field: str, length: int):
 
 
 class InstanceEventParser(ChunkParser):
+    """Rows of the v3 instance_events → INSTANCE_EVENTS rows (requests >= 0)."""
+
     source, table, schema = SOURCE, "instance_events", INSTANCE_EVENTS
 
     def parse_row(self, row):
@@ -120,6 +122,8 @@ class InstanceEventParser(ChunkParser):
 
 
 class InstanceUsageParser(ChunkParser):
+    """Rows of the v3 instance_usage → INSTANCE_USAGE rows (end_time after start_time)."""
+
     source, table, schema = SOURCE, "instance_usage", INSTANCE_USAGE
 
     def parse_row(self, row):
@@ -217,6 +221,8 @@ BIGQUERY_COLUMNS = {
 
 
 class CollectionEventParser(ChunkParser):
+    """Rows of the v3 collection_events → COLLECTION_EVENTS rows."""
+
     source, table, schema = SOURCE, "collection_events", COLLECTION_EVENTS
 
     def parse_row(self, row):

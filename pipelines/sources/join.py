@@ -1,6 +1,6 @@
 """The as-of join of usage windows with instance events, in O(n log n).
 
-Paper 004 (App. A.5) pairs every usage window with the latest instance event at or before the
+[Bashir21] App. A.5 pairs every usage window with the latest instance event at or before the
 window start whose request has cpus > 0 and memory > 0. The public reference scans all events
 of the instance for every window (quadratic); here both sides are sorted once by
 (instance, time) and every window finds its event by binary search.

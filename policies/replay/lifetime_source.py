@@ -1,42 +1,13 @@
-"""Where a placement replay gets lifetime predictions, and how it caches repredictions.
+"""Where a placement replay gets lifetime predictions (`LifetimeSource`), and how it caches
+repredictions (`HostExitCache`).
 
-A lifetime source answers, for a batch of VMs (indexes into the replay's trace arrays) and
-their uptimes, the predicted remaining lifetime:
-
-    predict_remaining_s(vm_index: int64[K], uptime_s: float64[K]) -> float64[K]  (seconds, >= 0)
-
-and says whether its answer for a VM changes with uptime (`repredicts`). Sources:
-
-- `OracleLifetimes`: the true remaining lifetime.
-- `NoisyOracleLifetimes`: the true remaining lifetime with the per-VM log10 error of
-  predictors.lifetime.noisy_oracle (paper 001 App. G.1), the same error at every uptime.
-- `ModelLifetimes`: any model with `predict_remaining(features, uptime_s)` and its feature
-  table, one row per VM of the trace (the uptime-augmented model of paper 000 §3), one model
-  call per batch.
-- `predictors.lifetime.curves.LifetimeCurves` (the pipeline's "uptime_model" source): the
-  uptime model's exact lifetime curves, evaluated at construction; a reprediction is a
-  lookup, equal to the model's answer.
-- `OneShotLifetimes`: wraps a source and predicts once, at uptime 0; later the remaining
-  lifetime is that prediction minus the uptime, floored at 0 (LA, paper 003).
-- `ClassifierLifetimes`: a long/short classification at arrival (the LA classifier of paper
-  003 §3.2) as one-shot lifetimes on either side of its threshold.
-
-`HostExitCache` keeps the hosts' exit estimates of a repredicting source current the way
-paper 000 §5 and 001 App. G.3 describe: a host is repredicted (all its VMs at their current
-uptime, in one batch with every other host due) before the next placement decision if a VM
-was placed on it or left it, if its exit estimate has passed, or if its last reprediction
-is older than `refresh_interval_s`. `refresh_interval_s = 0` repredicts every used host before
-every decision (no cache).
-
-A source may also offer `exit_tracker(arrival_us)`, returning None or an object with lists
-`remaining_us` and `until_us` per VM and `advance(vms: list, now_us)`, after which
-`now_us + remaining_us[vm]` is `to_exit_us(now_us, predict_remaining_s([vm], [uptime]))`,
-constant in `remaining_us` until `until_us[vm]` (LifetimeCurves does, from its exact
-curves: a LightGBM model is a step function of the uptime). `HostExitCache` then
-repredicts host by host with no numpy calls, and a host reprediction costs O(1) plus
-O(log) per VM placed on the host since, or moved to its next interval, since the last one:
-a heap per host orders its VMs by the end of their current interval, and the pool's
-`exit_base_us` moves every other exit at once.
+Sources: `OracleLifetimes` (the truth); `NoisyOracleLifetimes` (the truth with a per-VM log10
+error, [Ling25ext] App. G.1); `ModelLifetimes` (a model's `predict_remaining` on a feature
+table, the uptime-augmented model of [Ling25] §3); `predictors.lifetime.curves.LifetimeCurves`
+(the "uptime_model" source: a model's exact lifetime curves, a reprediction a lookup equal to
+the model's answer); `OneShotLifetimes` (one prediction at arrival, then that minus the
+uptime: LA, [Barbalho23]); `ClassifierLifetimes` (LA's long/short classifier at arrival,
+[Barbalho23] §3.2).
 """
 
 import collections
@@ -52,6 +23,22 @@ from predictors.lifetime.noisy_oracle import NoisyOracle
 
 
 class LifetimeSource(Protocol):
+    """What a placement replay asks of a lifetime source.
+
+    `predict_remaining_s(vm_index, uptime_s)` takes VMs as int64[K] indexes into the replay's
+    trace arrays and their uptimes float64[K] (seconds), and returns their predicted remaining
+    lifetimes float64[K] (seconds, >= 0). `repredicts` says whether the answer for a VM
+    changes with its uptime.
+
+    A source may also offer `exit_tracker(arrival_us)`, returning None or an object with lists
+    `remaining_us` and `until_us` per VM and `advance(vms: list, now_us)`, after which
+    `now_us + remaining_us[vm]` is the VM's predicted exit (`to_exit_us`), constant in
+    `remaining_us` until `until_us[vm]` (`LifetimeCurves` does: a LightGBM model is a step
+    function of the uptime). `HostExitCache` then repredicts host by host without numpy, in
+    O(1) plus O(log) per VM placed on the host or moved to its next interval since the last
+    reprediction.
+    """
+
     repredicts: bool
 
     def predict_remaining_s(self, vm_index: np.ndarray, uptime_s: np.ndarray) -> np.ndarray:
@@ -161,20 +148,21 @@ class ClassifierLifetimes:
 
 
 class HostExitCache:
-    """Batched, cached repredictions of host exit estimates for a repredicting source.
+    """Batched, cached repredictions of the hosts' exit estimates for a repredicting source,
+    as [Ling25] §5 and [Ling25ext] App. G.3 describe.
 
-    Bookkeeping per refresh is O(hosts due + their VMs): hosts touched since the last
-    refresh are a set; hosts whose last reprediction gets too old are a FIFO queue (a
-    reprediction at `now` is due at `now + interval`, and `refresh` times never decrease);
-    hosts whose estimate passes before that are a heap by exit time (a later estimate needs
-    no entry: the interval repredicts the host first). Entries that a later reprediction
-    superseded stay in the queue and the heap and are skipped when they come up; their
-    number is bounded by a few times the number of hosts.
+    Before the next placement decision a host is repredicted (all its VMs at their current
+    uptime, in one batch with every other host due) if a VM was placed on it or left it, if
+    its exit estimate has passed, or if its last reprediction is older than
+    `refresh_interval_s`. Bookkeeping per refresh is O(hosts due + their VMs): touched hosts
+    are a set, hosts due by age a FIFO queue, hosts whose estimate passes sooner a heap by
+    exit time; superseded entries are skipped when they come up.
 
     Args:
       source: the lifetime source.
       arrival_us: int64[V] arrival times of the trace's VMs (uptime = now - arrival).
-      refresh_interval_s: repredict an unchanged host at least this often (0: always).
+      refresh_interval_s: repredict an unchanged host at least this often (seconds; 0:
+        every used host before every decision, no cache).
     """
 
     def __init__(self, source: LifetimeSource, arrival_us: np.ndarray, refresh_interval_s: float):

@@ -1,27 +1,19 @@
-"""Bin-packing metrics of a placement replay: time series, summary, differences vs a baseline.
+"""Bin-packing metrics of a placement replay: a time series of samples, its summary, and
+differences vs a baseline.
 
-Per sample (every column is a float64 array in `PlacementMetrics.timeseries()`):
+Columns per sample (`PlacementMetrics.timeseries()`, percentages of the pool's hosts or
+capacity): `time_us`; `empty_hosts` (no VM, no in-flight migration) and `empty_hosts_pct`
+([Ling25] §2.3, the main metric); `upper_bound_empty_hosts_pct` given the demand placed
+([Ling25ext] App. G.2: the fewest largest hosts covering it in every dimension stay used);
+`packing_density_pct`, allocated CPU / CPU of used hosts ([Barbalho23] §4.2);
+`empty_to_free_ratio_pct`, CPU of empty hosts / free CPU ([Ling25ext] App. D);
+`<dim>_allocated_pct`; `stranded_<dim>_pct` ([Ling25] §2.3; NaN at samples without
+inflation); `live_vms`, and `placements`, `failed_placements`, `migrations` since metrics
+started. Dimension 0 is CPU.
 
-  time_us                      sample time (int64, us from the trace start)
-  empty_hosts                  hosts with no VM (and no in-flight migration)
-  empty_hosts_pct              100 * empty_hosts / hosts (papers 000/001 §2.3; main metric)
-  upper_bound_empty_hosts_pct  100 * most hosts that could be empty given the demand placed
-                               (001 App. G.2: the fewest largest hosts covering the demand in
-                               every dimension stay used)
-  packing_density_pct          100 * allocated CPU / CPU capacity of used hosts (003 §4.2)
-  empty_to_free_ratio_pct      100 * CPU capacity of empty hosts / free CPU (001 App. D)
-  <dim>_allocated_pct          100 * demand placed / capacity, per dimension
-  stranded_<dim>_pct           100 * capacity left free after inflation / capacity, per
-                               dimension (000 §2.3); NaN at samples without inflation
-  live_vms                     VMs placed and not yet exited
-  placements, failed_placements, migrations
-                               counts since metrics started (end of warm-up)
-
-Dimension 0 is CPU for packing density and the empty-to-free ratio.
-
-Inflation (stranding): every host is filled independently with copies of a representative
-VM mix in weighted round-robin order (each round places up to `weights[i]` copies of shape i
-per host, shapes in mix order) until no shape fits anywhere; what is left free is stranded.
+Stranding is by inflation: every host is filled independently with copies of a VM mix in
+weighted round-robin order (each round places up to `weights[i]` copies of shape i) until no
+shape fits; what is left free is stranded.
 """
 
 import dataclasses

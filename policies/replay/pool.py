@@ -5,8 +5,8 @@ is CPU and dimension 1 is memory (packing density and stranding name them so). A
 host when every dimension fits. Times are integer microseconds.
 
 The state keeps per-host values in Python lists: the replay reads and writes one host at a
-time, where list access is several times cheaper than numpy scalar access. Metrics read the
-whole pool at once through `used()` / `capacity`, as numpy arrays.
+time, where list access is cheaper than numpy scalar access. Metrics read the whole pool at
+once through `used()` / `capacity`, as numpy arrays.
 """
 
 import dataclasses
@@ -101,7 +101,7 @@ class PoolState:
 
     Args:
       spec: the hosts.
-      weights: float[D] weights of the weighted sum that Best-Fit ranks hosts by (paper 003
+      weights: float[D] weights of the weighted sum that Best-Fit ranks hosts by ([Barbalho23]
         §3.1.2 item 4); default 1 / (largest capacity of the dimension), i.e. every
         dimension counts as a fraction of a host.
       smallest_demand: float[D], per dimension the least demand of any VM to be placed
@@ -151,8 +151,8 @@ class PoolState:
         self.num_empty = self.num_hosts
         self.smallest_demand = tuple(float(x) for x in (
             smallest_demand if smallest_demand is not None else np.zeros(self.num_dims)))
-        # CPU and memory only (the usual case): unrolled arithmetic, several times faster
-        # per event than loops over the dimensions.
+        # CPU and memory only (the usual case): unrolled arithmetic, cheaper per event than
+        # loops over the dimensions.
         self._two_dims = self.num_dims == 2
         self._weight_0, self._weight_1 = self.weights[0], self.weights[-1]
         self._smallest_0, self._smallest_1 = self.smallest_demand[0], self.smallest_demand[-1]
@@ -266,7 +266,7 @@ class PoolState:
 
     def used(self) -> np.ndarray:
         """Demand placed per host and dimension: float64[H, D]."""
-        # Flattened through an iterator: several times faster than np.array(list of lists).
+        # Flattened through an iterator: cheaper than np.array(list of lists).
         flat_room = np.fromiter(itertools.chain.from_iterable(self.room), np.float64,
                                 self.num_hosts * self.num_dims)
         return self.limit - flat_room.reshape(self.num_hosts, self.num_dims)

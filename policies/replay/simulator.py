@@ -1,29 +1,18 @@
-"""Event-driven replay of one pool's VM arrivals and exits under a placement policy.
+"""Event-driven replay of one pool's VM arrivals and exits under a placement policy
+([Ling25] §5.1, [Ling25ext] App. F, [Barbalho23] §5.2).
 
-Papers 000/001 §5.1 and App. F; 003 §5.2. Events, in time order; at equal times in this
-order: VM exits, migration completions (LARS), policy timers (LAVA host deadlines), VM
-arrivals (placed, or counted as failed), metric samples, defragmentation checks (LARS).
-Ties within a kind go by VM or host index, so a replay is deterministic for its inputs (and
-the seeds inside its lifetime source and defragmenter).
+Events go in time order; at equal times: VM exits, migration completions (LARS), policy
+timers (LAVA's deadlines), arrivals (placed, or counted as failed), metric samples,
+defragmentation checks (LARS); within a kind by VM or host index. A replay is deterministic
+for its inputs and seeds.
 
-Warm-up (001 App. F): VMs that arrived before `start_us` and are still alive then are placed
-first, in arrival order, by Best-Fit; metrics start `warmup_s` later. The warm start says
-when the policy under test takes over from that Best-Fit:
-  - POLICY_FROM_START (default): at `start_us`, so it places every arrival of the replay.
-  - BEST_FIT_UNTIL_METRICS: when metrics start. Best-Fit also places every arrival before
-    `start_us + warmup_s`, so a trace that starts empty (the Azure sample) is filled the
-    same way for every policy; the events before the take-over run first, then the policy
-    (and LARS) are bound to the pool as it is, exactly as they are at `start_us` to the
-    warm-up VMs. The lifetime source predicts every VM as usual (arrival predictions, and
-    repredictions of its hosts by a repredicting source), Best-Fit's VMs included.
-
-Censored VMs (still running at the trace end, exit unknown) must be given an exit at or
-after `end_us` (`PlacementTrace.from_arrays` uses `end_us`): the replay stops at `end_us`,
-so they never exit within it, and the oracle sees their censored lifetime, a lower bound.
-
-Before every placement decision, a repredicting lifetime source refreshes the exit
-estimates of the hosts that are due (`HostExitCache`); the VM's own prediction at arrival
-comes from one batched call for all VMs made before the replay starts.
+Warm-up ([Ling25ext] App. F): VMs alive at `start_us` are placed first, in arrival order, by
+Best-Fit; metrics start `warmup_s` later. The policy under test takes over at `start_us`
+(POLICY_FROM_START) or when metrics start (BEST_FIT_UNTIL_METRICS: Best-Fit places the
+arrivals before then, so a pool that starts empty fills alike for every policy). Censored
+VMs (exit unknown) must be given an exit at or after `end_us`, where the replay stops.
+Before every decision a repredicting source refreshes the hosts due (`HostExitCache`); the
+predictions at arrival are one batched call made before the replay starts.
 """
 
 import dataclasses
@@ -72,7 +61,14 @@ def stream_exit_first(exit_us: int, exit_vm: int, events: list) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class PlacementTrace:
-    """The VMs of one pool: arrival_us int64[V], exit_us int64[V], demand float64[V, D]."""
+    """The VMs of one pool, in arrival order.
+
+    Attributes:
+      arrival_us: int64[V] arrival times (µs).
+      exit_us: int64[V] exit times (µs), >= the arrival; a censored VM's is at or after the
+        replay's end (`from_arrays`).
+      demand: float64[V, D] demand per dimension (finite, >= 0), in the pool's units.
+    """
     arrival_us: np.ndarray
     exit_us: np.ndarray
     demand: np.ndarray
@@ -115,13 +111,15 @@ class PlacementTrace:
 
 @dataclasses.dataclass
 class PlacementResult:
-    """Outcome of one replay.
+    """The outcome of one replay.
 
-    host_of_vm: int32[V], the host each VM was first placed on, FAILED (-1) if none fit,
-      NOT_REPLAYED (-2) if it arrived after `end_us` or ended before `start_us`.
-    timeseries, summary: see policies.replay.metrics; the summary also holds the replay's counts
-      (warmup_vms, warmup_failed, warm_start_vms, migrations..., predictions,
-      prediction_batches).
+    Attributes:
+      policy: the policy's name.
+      host_of_vm: int32[V], the host each VM was first placed on, FAILED (-1) if none fit,
+        NOT_REPLAYED (-2) if it arrived after `end_us` or ended before `start_us`.
+      timeseries: the metric samples (policies.replay.metrics), one array per column.
+      summary: their means and the replay's counts (warmup_vms, warmup_failed,
+        warm_start_vms, migrations..., predictions, prediction_batches).
     """
     policy: str
     host_of_vm: np.ndarray
@@ -152,7 +150,7 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
         OneShotLifetimes.
       start_us: start of the replay window (default: the first arrival).
       end_us: end of the replay window (default: the last arrival).
-      warmup_s: metrics start this long after `start_us` (001 App. F: two days).
+      warmup_s: metrics start this long after `start_us` ([Ling25ext] App. F: two days).
       sample_period_s: time between metric samples.
       refresh_interval_s: HostExitCache refresh interval for repredicting sources.
       inflation_mix: the VM shapes of stranding by inflation (None: no stranding).

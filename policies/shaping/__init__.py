@@ -1,4 +1,4 @@
-"""Dynamic resource shaping (paper 002 §III-B, Algorithm 1, §IV), without Beam.
+"""Dynamic resource shaping ([Pace18] §III-B, Algorithm 1, §IV), without Beam.
 
 A trace-driven cluster simulator: applications with core and elastic components queue FIFO
 (priority first) and are admitted when their core components fit on the hosts'

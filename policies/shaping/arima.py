@@ -1,26 +1,18 @@
-"""Batched ARIMA(p, 1, 0) fits and forecasts in closed form (002 §III-A.1, §V).
+"""Batched ARIMA(p, 1, 0) fits and forecasts in closed form ([Pace18] §III-A.1, §V).
 
-002 fits ARIMA with statsmodels behind pmdarima's automatic order search (AIC) on the last
-ten observations, refitted at every forecast. statsmodels' exact-likelihood fit of the
-previous default, ARIMA(1, 1, 1), took ~0.7 s on ten points (profiled: ~60 L-BFGS iterations
-with numerical gradients, ~240 Kalman-filter likelihood evaluations per fit; the MA term's
-likelihood is flat on nine differences), which made a sweep take hours. Here:
+[Pace18] fits ARIMA by an automatic order search (AIC) on the last ten observations at every
+forecast. Here, for every window of a batch at once (numpy over the batch, a p x p solve per
+window):
 
-- the model is ARIMA(p, 1, 0): an AR(p) on the first differences, no constant (statsmodels'
-  default trend for d = 1), with p chosen per window by AIC among `lags` (default 0, 1, 2),
-  002's "model selection using the Akaike information criteria" restricted to pure AR
-  orders. Deviation: no MA term, because an AR fit is closed form and an MA fit is the
-  iterative part; on nine differences p <= 2 is also what an AIC search can support;
-- the AR coefficients are conditional least squares (OLS of each difference on the previous
-  p, the first max(lags) differences held back as in statsmodels' `ar_select_order`, so the
-  AIC of every candidate is on the same sample), sigma^2 = RSS / nobs: exactly statsmodels'
+- the model is an AR(p) on the first differences, no constant, p chosen per window by AIC
+  among `lags` (default 0, 1, 2): [Pace18]'s AIC selection restricted to pure AR orders. There
+  is no MA term, so that a fit is closed form; on nine differences p <= 2 is also what an AIC
+  search can support;
+- the coefficients are conditional least squares, the first max(lags) differences held back
+  so that every candidate's AIC is on the same sample, sigma^2 = RSS / nobs: statsmodels'
   `AutoReg(diff, lags=p, trend="n", hold_back=max(lags))`;
-- the forecast mean and the predictive variance over the horizon are those of statsmodels'
-  ARIMA(p, 1, 0) with those parameters (`get_forecast`): the level recursion of
-  (1 - phi(B))(1 - B) y_t = e_t and sigma^2 · cumsum(psi_j^2) with its psi weights.
-
-Every window of a batch is fitted at once (numpy over the batch, a p x p solve per window):
-tests/test_shaping_arima.py checks the result against statsmodels on random series.
+- the forecast mean and predictive variance are statsmodels' ARIMA(p, 1, 0) `get_forecast`
+  with those parameters (tests/test_shaping_arima.py checks them on random series).
 """
 
 from typing import Sequence

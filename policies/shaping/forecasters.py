@@ -1,25 +1,18 @@
-"""Forecasts of every component's usage over the shaping interval (002 §III-A).
+"""Forecasts of every component's usage over the shaping interval ([Pace18] §III-A).
 
-The forecasting module predicts each component's CPU and memory usage (002 forecasts per
-component: "the resource utilization of every application component"). Forecasts are of the
-usage-to-request ratio, as the overcommit forecasters' are of the usage-to-limit ratio, so
-that the uncertainty term of beta has the request's units once multiplied by it:
+Forecasts are of a component's usage-to-request ratio (per component, as [Pace18]), so that
 allocation = request · (forecast ratio + K1 + K2 · uncertainty of the ratio), i.e.
-forecast + beta with beta = K1 · request + K2 · request · V (002 §III-B).
+forecast + beta with beta = K1 · request + K2 · request · V ([Pace18] §III-B).
 
-A component's usage is indexed by its age (see workload.py), so its forecasts do not depend on
-the schedule: a forecaster is fitted once per usage series, at ages 0, S, 2S, ... (S the
-shaping interval, in steps) on the ratios before that age (the last `num_history_samples`,
-002 §V: ten), and forecasts the 2S - 1 steps from that age (`horizon_steps`). The shaper
-asks for a component at any age a, and its allocation must hold for the S steps a .. a + S - 1;
-they all lie in the path of the fit at k = S·floor(a / S), which used ages < k <= a only. So
-the shaper never sees the future, and one set of fits serves every (K1, K2, policy, seed) of
-a run. Where no forecast exists (too little history, a failed fit) the mean is NaN and the
-shaper allocates the request.
-
-Deviation: a history window that is exactly constant (e.g. an idle component) is forecast
-as that constant with zero uncertainty, without fitting (an ARIMA fit gives the same, and a
-GP's evidence is degenerate there).
+Usage is indexed by age (workload.py), so forecasts do not depend on the schedule: a series
+is fitted once per forecaster at ages 0, S, 2S, ... (S the shaping interval, in steps) on the
+last `num_history_samples` ratios before that age ([Pace18] §V: ten), and forecasts the
+2S - 1 steps from it (`horizon_steps`). An allocation made at age a holds for ages
+a .. a + S - 1, all in the path of the fit at S·floor(a / S), which saw ages < a only: the
+shaper never sees the future, and one set of fits serves every (K1, K2, policy, seed). No
+forecast (too little history, a failed fit) is a NaN mean: the shaper allocates the request.
+A history window that is exactly constant is forecast as that constant with zero
+uncertainty, without a fit (a GP's evidence is degenerate there).
 """
 
 import dataclasses
@@ -92,11 +85,13 @@ class UsageForecaster:
     """Forecasts one usage-ratio series (float64[L], by age) interval by interval.
 
     Subclasses implement `forecast_interval(history, start)` for the interval that starts at
-    age `start` given the ratios before it. Args:
-      interval_steps: S, the shaping interval.
+    age `start` given the ratios before it.
+
+    Args:
+      interval_steps: S, the shaping interval, in steps.
       num_history_samples: most recent ratios a model is fitted on.
       min_fit_samples: shortest history a model is fitted on.
-      uncertainty: 'variance' (002's V) or 'std'.
+      uncertainty: 'variance' ([Pace18]'s V) or 'std'.
     """
 
     name = "forecaster"
@@ -150,7 +145,7 @@ class UsageForecaster:
 
 
 class OracleForecaster(UsageForecaster):
-    """The true future usage (002 §IV-B's oracle): mean = the ratio itself, no uncertainty."""
+    """The true future usage ([Pace18] §IV-B's oracle): mean = the ratio itself, no uncertainty."""
 
     name = "oracle"
 
@@ -166,11 +161,15 @@ class OracleForecaster(UsageForecaster):
 
 
 class ArimaUsageForecaster(UsageForecaster):
-    """ARIMA (002 §III-A.1): ARIMA(p, 1, 0) with p chosen by AIC among `lags` at every fit,
-    conditional least squares in closed form, all windows of a series fitted at once (see
-    policies/shaping/arima.py for the model, why it is not statsmodels' ARIMA(1, 1, 1), and its
-    equality with statsmodels); the S steps of the interval with the predictive variance,
-    growing with the lead time."""
+    """ARIMA ([Pace18] §III-A.1): ARIMA(p, 1, 0), p chosen by AIC among `lags` at every fit,
+    fitted in closed form, all windows of a series at once (policies/shaping/arima.py: the
+    model and its equality with statsmodels); it forecasts the interval's steps with their
+    predictive variance, growing with the lead time.
+
+    Args:
+      lags: the AR orders p to choose from.
+      **kwargs: `UsageForecaster`'s.
+    """
 
     name = "arima"
 
@@ -194,13 +193,17 @@ class ArimaUsageForecaster(UsageForecaster):
 
 
 class GaussianProcessUsageForecaster(UsageForecaster):
-    """GP regression with 002's history-dependent kernel (§III-A.2, eq. 4-8), through
+    """GP regression with [Pace18]'s history-dependent kernel (§III-A.2, eq. 4-8), through
     `predictors.peak.GaussianProcessForecaster`, hyperparameters by evidence maximization at
-    every interval. The GP predicts one step ahead; the interval's S steps are forecast
-    recursively (all `horizon_steps`), each mean appended to the history as if observed.
-    Deviation: each step's
-    variance is the posterior variance at that step's pattern, without propagating the
-    uncertainty of the appended means (002 does not say how it forecasts several steps)."""
+    every interval. The GP predicts one step ahead; the interval's steps are forecast
+    recursively, each mean appended to the history as if observed. Deviation ([Pace18] does
+    not say how it forecasts several steps): each step's variance is the posterior variance
+    at its pattern, without the uncertainty of the appended means.
+
+    Args:
+      pattern_length: h, past ratios in a pattern ([Pace18] eq. 5).
+      **kwargs: `UsageForecaster`'s.
+    """
 
     name = "gaussian_process"
 

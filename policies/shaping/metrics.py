@@ -1,4 +1,4 @@
-"""The shaping metrics of 002 §IV-A, per application and per run.
+"""The shaping metrics of [Pace18] §IV-A, per application and per run.
 
 - turnaround: submission to finish, queueing and resubmissions included (seconds; NaN for
   an application unfinished when the run ends);
@@ -8,7 +8,7 @@
 - failures: an application fails when one of its core components is killed (by its
   overloaded host, or for using more than its own allocation: the simulator's failure
   models); the run's failure rate is the percentage of applications that failed at least
-  once (002: 37.67 % for optimistic with the oracle);
+  once ([Pace18]: 37.67 % for optimistic with the oracle);
 - preempted components (by the pessimistic shaper, those of fully preempted applications
   included) and work lost (component-seconds of work thrown away by kills and preemptions).
 """

@@ -1,21 +1,13 @@
-"""The shaping simulator's workload: applications, their components, per-step usage.
+"""The shaping simulator's workload: applications, their components, per-step usage, as
+flat numpy arrays (`Workload`).
 
 An application (a trace collection / job) has components (its instances), each with a
-request (cpu, memory), a runtime in steps and a usage series of that many steps. Usage is
-indexed by the component's *age* (steps it has run since its last start): runtime advances
-only while a component runs, and a component that restarts replays its series from the
-beginning (its work is lost, 002 §III-B).
-
-Everything is a flat numpy array (no per-row objects): components are sorted by application
-(`app_start` is the CSR offset of each application's components), and the usage series of all
-components are concatenated in `usage` (component c's series is
-``usage[offset[c]:offset[c] + length[c]]``). Several components may share one series: a
-sampled workload (002 §IV-A) reuses the trace's series, and the forecasts, which are computed
-once per series, are aligned with `usage`.
-
-Usage is clipped to the request: a component never uses more than it asked for (the
-request is its container's limit in the reservation-centric baseline), so the baseline can
-never overload a host. `clipped_steps` counts the clipped (component step, resource) values.
+request (cpu, memory), a runtime in steps and a usage series of that many steps, indexed by
+the component's *age* (steps run since its last start): a component that restarts replays
+its series from the beginning (its work is lost, [Pace18] §III-B). Several components may
+share a series (a sampled workload, [Pace18] §IV-A), and forecasts are computed once per
+series. Usage is clipped to the request (the baseline's container limit), so the baseline
+never overloads a host.
 """
 
 import dataclasses
@@ -116,7 +108,7 @@ class Workload:
             length=self.length[components], offset=self.offset[components])
 
     def sampled(self, num_apps: int, rng: np.random.Generator) -> "Workload":
-        """002 §IV-A's sampled workload: `num_apps` applications drawn with replacement from
+        """[Pace18] §IV-A's sampled workload: `num_apps` applications drawn with replacement from
         this one (components, requests, usage, priority together), submitted with
         inter-arrival times drawn from this workload's empirical inter-arrival times.
         Sampled applications get ids 0 .. num_apps - 1."""
@@ -130,7 +122,7 @@ class Workload:
     def with_elastic(self, fraction: float, rng: np.random.Generator) -> "Workload":
         """Marks each multi-component application elastic with probability `fraction`: its
         first component stays core (like a Spark driver), the others become elastic. The
-        trace cannot tell (002 footnote 4), so with fraction 0 every component is core."""
+        trace cannot tell ([Pace18] footnote 4), so with fraction 0 every component is core."""
         counts = np.diff(self.app_start)
         chosen = (counts > 1) & (rng.random(self.num_apps) < fraction)
         elastic = np.repeat(chosen, counts)

@@ -1,45 +1,21 @@
 """Lifetime curves: each VM's predicted remaining lifetime over its whole uptime, from one
-batched model call, so that a reprediction is an array lookup (the papers' "learned
-distributions" used for repredictions, 001 §3 and App. G.3).
+batched model call, so that a reprediction is an array lookup (the "learned distributions"
+used for repredictions, [Ling25ext] §3 and App. G.3).
 
-**Exact curves (the default, what the placement replay uses).** For fixed features a
-LightGBM model is a step function of its uptime feature: every tree compares
-x = log10(1 + uptime_s) with its split thresholds on that feature (x <= t goes left), so the
-prediction is constant on each interval (t_{k-1}, t_k] of the sorted distinct thresholds
-`model.uptime_thresholds()` (at most `uptime_max_bin` - 1 of them; with the default
-ABSOLUTE_AGES examples one per gap of the age grid, so at most len(uptime_age_s) intervals).
-`LifetimeCurves` evaluates every distinct feature row once per interval, in one LightGBM
-call, and answers `predict_remaining_s(vm, uptime_s)` with
+Exact curves (the default; the placement replay's): for fixed features a LightGBM model is a
+step function of x = log10(1 + uptime_s), constant on each interval (t_{k-1}, t_k] of its
+sorted distinct split thresholds on that feature (`model.uptime_thresholds()`). Every
+distinct feature row is evaluated once per interval, and `predict_remaining_s` answers
     value[row(vm), searchsorted(thresholds, log10(1 + uptime_s), "left")],
-which *is* the model's answer at that uptime (interpolation error 0, not a bound: same
-float64 input, same comparisons). An interval too narrow to hold a representable uptime
-between its ends (none in the models measured) is evaluated by a model call the first time
-a VM reaches it.
+which *is* the model's answer (same float64 input, same comparisons). An interval too narrow
+to hold a representable uptime is evaluated by a model call when a VM first reaches it.
 
-**Grid curves (`grid_uptime_s=`).** The curve sampled at a fixed uptime grid (e.g. the
-model's age grid) and interpolated linearly in log10 remaining lifetime against
-log10(1 + uptime), constant past the last grid age: exact at the grid ages only. Measured
-on the Azure sample (uptime model of 60 trees trained on 30k VMs with the default 7-day age
-grid, 13 ages; 2,000 test VMs × 200 log-spaced uptimes inside each of the 12 gaps, 4.8M
-points): |log10 error| max 0.34 (a factor 2.2), p99 0.18, median 0.006, mean 0.022, and 0 at
-the grid ages; the exact curves of the same model (11 intervals, 937 distinct rows, built
-in 0.03 s) are off by 0. The error comes from the model stepping at its thresholds, midway
-(in log) between grid ages, which the interpolation smears over the whole gap; it is at most
-the step between neighbouring grid ages. Use grid curves for models that are not step
-functions of the uptime; for LightGBM the exact curves cost no more.
+Grid curves (`grid_uptime_s=`): the curve at fixed uptimes, interpolated linearly in log10
+remaining against log10(1 + uptime), constant past the last: exact at the grid ages only, for
+models that are not step functions of the uptime.
 
-**P(T > θ | features, uptime).** The uptime model is a regression of E[log10 remaining];
-it has no distribution to read a probability from. The probability is a second model,
-`UptimeLongLivedClassifier` (uptime_classifier.py: a binary booster over the features and
-the same uptime feature), also a step function of the uptime: `LongLivedCurves` is this
-machinery over its probabilities (`StepCurves` holds what both share).
-
-`exit_tracker(arrival_us)` is the replay's fast path (policies.replay.lifetime_source
-`HostExitCache`): it turns a VM's curve into exit times `now_us + remaining_us` with pure
-Python list lookups, moving a VM to its next interval only when its uptime passes the
-interval's end, which is precomputed in integer microseconds (`uptime_us_bounds`; this
-relies on the feature being non-decreasing in the integer uptime, as correctly rounded
-division and a monotone log10 make it; the tests check both sides of every end).
+`LongLivedCurves` is the same machinery over an `UptimeLongLivedClassifier`'s
+P(T > θ | features, uptime); `ExitTracker` is the replay's fast path over exact curves.
 """
 
 import bisect
@@ -313,7 +289,13 @@ class ExitTracker:
     Per VM it keeps the current interval's remaining lifetime (µs, rounded as `to_exit_us`
     rounds) and the last time (µs) the VM stays in that interval; a VM moves on only when it
     is advanced after that time, i.e. at most once per interval, by a bisection of its
-    integer uptime in the intervals' ends (`uptime_us_bounds`) and a table lookup.
+    integer uptime in the intervals' ends (`uptime_us_bounds`) and a table lookup. This
+    relies on the feature being non-decreasing in the integer uptime, as correctly rounded
+    division and a monotone log10 make it (the tests check both sides of every end).
+
+    Args:
+      curves: exact curves.
+      arrival_us: int64[V] the VMs' arrival times (µs).
 
     Attributes (read-only for callers; lists indexed by VM):
       remaining_us: the remaining lifetime (int µs) on the VM's current interval.

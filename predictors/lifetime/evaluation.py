@@ -1,28 +1,19 @@
-"""Evaluation of the lifetime models (paper 001 §6.4–6.5, App. B–C; paper 003 §5.1, Table 3).
+"""Evaluation of the lifetime models ([Ling25ext] §6.4–6.5, App. B–C; [Barbalho23] §5.1,
+Table 3).
 
-Metric functions work on arrays; report functions run a model over test instances and return
-pandas DataFrames whose columns are documented on each function (they become the Parquet
-evaluation tables). A lifetime model here is any object with `encode(instances)` and
-`predict_remaining(features, uptime_s) -> seconds` (UptimeLifetimeModel, its no-uptime
-ablation, KaplanMeierLifetimeModel, ...); the LA classifier has `predict_proba_long`.
+Metric functions work on arrays; report functions run a model (`encode(instances)`,
+`predict_remaining(features, uptime_s)` in seconds; the LA classifier's
+`predict_proba_long`) over test instances and return DataFrames, documented per function,
+that become the evaluation tables. They take the test period's `observation_end_us`:
+classification counts a censored instance once its class is known, the uptime-quantile
+reports use finished instances only, the C-index every instance with its censoring.
 
-Censoring: report functions take the test period's `observation_end_us`. Classification
-counts a censored instance only once its class is known (observed past the threshold); the
-uptime-quantile reports need the whole lifetime and use finished instances only; the C-index
-uses every instance with its censoring.
-
-Uptimes: `long_lived_by_age` repredicts at absolute ages (the instances still alive at each
-age), which is what a scheduler sees. The uptime-quantile reports (001 Fig. 9, App. C) set
-the uptime to a fraction of the *true* lifetime, so the input carries part of the answer: a
-VM asked at 10 % of its lifetime is alive at 10× its uptime. Their tables say so
-(`leaks_lifetime`).
-
-Operating points: a regressor's "long" decision is a threshold on its predicted lifetime
-(uptime + predicted remaining); the uptime classifier's (`UptimeLongLivedClassifier`) is a
-threshold on its P(lifetime > θ | features, uptime) (`long_lived_scores`).
-`decision_thresholds_at_recall` chooses it per age on a validation slice of the training
-period, to reach a target recall there (as the LA classifier's decision probability is
-chosen); the test data never sets it.
+`long_lived_by_age` repredicts at absolute ages, as a scheduler does. The uptime-quantile
+reports ([Ling25ext] Fig. 9, App. C) set the uptime to a fraction of the *true* lifetime, so
+the input carries part of the answer; their tables say so (`leaks_lifetime`). A "long"
+decision is a threshold on the predicted lifetime (regressors) or on P(lifetime > θ |
+features, uptime) (`UptimeLongLivedClassifier`), chosen per age on a validation slice of the
+training period to reach a target recall (`decision_thresholds_at_recall`), never on test data.
 """
 
 from typing import Mapping, Optional, Sequence, Tuple
@@ -85,7 +76,7 @@ def average_precision(is_positive: np.ndarray, score: np.ndarray) -> float:
 
 
 def precision_at_recall(is_positive: np.ndarray, score: np.ndarray, recall: float) -> float:
-    """Best precision of a threshold "score ≥ s" whose recall is at least `recall` (003
+    """Best precision of a threshold "score ≥ s" whose recall is at least `recall` ([Barbalho23]
     Table 3's P@R); NaN without positives."""
     is_positive = np.asarray(is_positive, dtype=bool)
     if not is_positive.any():
@@ -95,7 +86,7 @@ def precision_at_recall(is_positive: np.ndarray, score: np.ndarray, recall: floa
 
 
 def threshold_at_recall(is_positive: np.ndarray, score: np.ndarray, recall: float) -> float:
-    """The highest s such that "score ≥ s" has recall ≥ `recall` (003 App. C.2 sets LA's
+    """The highest s such that "score ≥ s" has recall ≥ `recall` ([Barbalho23] App. C.2 sets LA's
     operating point by a target recall); NaN without positives."""
     is_positive = np.asarray(is_positive, dtype=bool)
     if not is_positive.any():
@@ -215,7 +206,8 @@ def _finished_test_instances(instances: Instances, observation_end_us: Optional[
 def predict_at_uptime_quantiles(model, instances: Instances, *, n_quantiles: int = 20,
                                 observation_end_us: Optional[int] = None
                                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Repredictions of finished instances at uptimes q/n_quantiles · T, q = 0..n−1 (001 §6.5).
+    """Repredictions of finished instances at uptimes q/n_quantiles · T, q = 0..n−1
+    ([Ling25ext] §6.5).
 
     Returns:
       (lifetime_s, uptime_s, predicted_remaining_s): (n_finished,), and two
@@ -234,7 +226,7 @@ def predict_at_uptime_quantiles(model, instances: Instances, *, n_quantiles: int
 def log10_errors(lifetime_s: np.ndarray, uptime_s: np.ndarray, predicted_remaining_s:
                  np.ndarray, *, cap_s: float = DEFAULT_CAP_S,
                  min_remaining_s: float = DEFAULT_MIN_REMAINING_S) -> np.ndarray:
-    """|log10 predicted − log10 true remaining| (001 App. C), the truth clipped to
+    """|log10 predicted − log10 true remaining| ([Ling25ext] App. C), the truth clipped to
     [min_remaining_s, cap_s] like the training labels; shaped like `uptime_s`."""
     true_remaining_s = np.clip(np.asarray(lifetime_s)[:, None] - uptime_s,
                                min_remaining_s, cap_s)
@@ -245,7 +237,7 @@ def long_lived_metrics(model, instances: Instances, *, observation_end_us: Optio
                        threshold_s: float = LONG_LIVED_THRESHOLD_S,
                        decision_threshold_s: float = LONG_LIVED_DECISION_S,
                        recalls: Sequence[float] = (0.70,)) -> pd.DataFrame:
-    """"Lives beyond `threshold_s`" from the prediction at uptime 0 (001 §3, Table 4).
+    """"Lives beyond `threshold_s`" from the prediction at uptime 0 ([Ling25ext] §3, Table 4).
 
     The score is the predicted lifetime at arrival; instances whose class is unknown
     (censored before the threshold) are left out. Columns: those of
@@ -354,15 +346,15 @@ def f1_by_uptime(lifetime_s: np.ndarray, uptime_s: np.ndarray,
                  predicted_remaining_s: np.ndarray, *,
                  threshold_s: float = LONG_LIVED_THRESHOLD_S,
                  decision_threshold_s: float = LONG_LIVED_DECISION_S) -> pd.DataFrame:
-    """F1 of "lives beyond threshold_s" when repredicting at uptime q/n · T (001 Fig. 9).
+    """F1 of "lives beyond threshold_s" when repredicting at uptime q/n · T ([Ling25ext] Fig. 9).
 
     Args: the output of `predict_at_uptime_quantiles`, with n = uptime_s.shape[1].
 
     Predicted lifetime = uptime + predicted remaining; long when ≥ decision_threshold_s.
     Finished instances only (the uptime is a fraction of the true lifetime). With a decision
     below `threshold_s`, every instance older than the decision is predicted long, so F1
-    falls at high quantiles; decision_threshold_s = threshold_s gives the shape of 001 Fig. 9
-    except at uptime 0, where capped labels keep predictions below the cap.
+    falls at high quantiles; decision_threshold_s = threshold_s gives the shape of
+    [Ling25ext] Fig. 9 except at uptime 0, where capped labels keep predictions below the cap.
 
     The uptime is a fraction of the true lifetime, so the input leaks the answer (see the
     module docstring; `long_lived_by_age` is the view without the leak).
@@ -398,7 +390,7 @@ def error_histogram(lifetime_s: np.ndarray, uptime_s: np.ndarray,
                     predicted_remaining_s: np.ndarray, *, cap_s: float = DEFAULT_CAP_S,
                     min_remaining_s: float = DEFAULT_MIN_REMAINING_S,
                     bin_edges: Sequence[float] = ERROR_BIN_EDGES) -> pd.DataFrame:
-    """Histogram of |log10 error| without and with repredictions (001 App. C, Fig. 12).
+    """Histogram of |log10 error| without and with repredictions ([Ling25ext] App. C, Fig. 12).
 
     Args: the output of `predict_at_uptime_quantiles`; cap_s and min_remaining_s clip the
     true remaining lifetime like the training labels.
@@ -437,7 +429,7 @@ def log10_error_histogram(model, instances: Instances, *, n_quantiles: int = 20,
 def concordance_table(models: Mapping[str, object], instances: Instances, *,
                       observation_end_us: Optional[int] = None,
                       cap_s: float = DEFAULT_CAP_S) -> pd.DataFrame:
-    """C-index of each model's lifetime predicted at arrival (001 Table 4).
+    """C-index of each model's lifetime predicted at arrival ([Ling25ext] Table 4).
 
     The score is `predict_remaining` at uptime 0, or `predict_proba_long` for a classifier
     (the LA classifier). Durations are censored at `cap_s` as well (an instance living past
@@ -463,7 +455,8 @@ def concordance_table(models: Mapping[str, object], instances: Instances, *,
 def la_classifier_metrics(classifier, instances: Instances, *,
                           observation_end_us: Optional[int] = None,
                           recalls: Sequence[float] = DEFAULT_RECALLS) -> pd.DataFrame:
-    """AUC, AP, F1 and precision at recall 0.70–0.85 of the LA classifier (003 Tables 1, 3).
+    """AUC, AP, F1 and precision at recall 0.70–0.85 of the LA classifier ([Barbalho23]
+    Tables 1, 3).
 
     Instances whose class is unknown (censored before the threshold) are left out.
     Columns: those of `binary_classification_metrics` (decision_threshold is the

@@ -1,39 +1,21 @@
-"""Uptime-augmented lifetime examples and the time-based train/test split (paper 001 §3).
+"""Uptime-augmented lifetime examples and the time-based train/test split ([Ling25ext] §3).
 
-An example is (instance, uptime Tu, label): the label is log10 of the remaining lifetime in
-seconds, log10(clip(T − Tu, min_remaining_s, cap_s)). The model learns E[log10 remaining |
-features, uptime] and can be repredicted as a VM ages. Two augmentation schemes choose the
-uptimes:
+An example is (instance, uptime Tu, label), the label log10(clip(T − Tu, min_remaining_s,
+cap_s)) of the remaining lifetime in seconds, so that a model learns E[log10 remaining |
+features, uptime] and can be repredicted as a VM ages. The uptimes are either:
 
-- ABSOLUTE_AGES (`make_age_examples`, the stage's default): a fixed grid of absolute ages
-  (`default_uptime_ages_s`: 0, 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, ... up to the
-  cap), one example per age at which the instance is still alive (Tu < T). At age a the
-  examples are then every VM alive at a, so the model sees the true conditional
-  distribution of the remaining lifetime there and can call a young VM long.
-- LIFETIME_FRACTIONS (`make_uptime_examples`, the paper's scheme): one example per fraction
-  f of the lifetime (default 0, 1/8, ..., 7/8), Tu = f·T. Every label at uptime u > 0 then
-  lies in [u/7, 7u] (for f ≥ 1/8): the uptime carries the lifetime, and the model cannot say
-  "long" for a VM that is young in absolute terms.
+- ABSOLUTE_AGES (`make_age_examples`, the stage's default): a fixed grid of ages
+  (`default_uptime_ages_s`), an example per age the instance is still alive at, so that the
+  examples at age a are every VM alive at a and a young VM can be called long;
+- LIFETIME_FRACTIONS (`make_uptime_examples`, the paper's): Tu = f·T for fractions f (default
+  0, 1/8, ..., 7/8); a label at uptime u > 0 then lies in [u/7, 7u].
 
-Both schemes share the censoring rules below (an uptime Tu of a censored instance is an age
-or a fraction of its observed duration D).
-
-The cap (7 days, 001 App. B) bounds the label, i.e. the remaining lifetime, while uptimes are
-fractions of the true lifetime. At uptime 0 this is exactly "lifetimes capped at 7 days"; for
-a VM that lives longer than the cap it also yields examples at uptimes beyond the cap whose
-label is the cap, so a reprediction for an old VM says "still long" instead of falling to a
-fraction of the cap as it would if T itself were capped before choosing uptimes.
-
-Right-censored instances (end_time null: still running at `observation_end_us`) have an
-observed duration D and an unknown lifetime T > D. They are never treated as finished: an
-example (Tu, label) is kept only when its label is known exactly, i.e. when D − Tu ≥ cap_s,
-so that the remaining lifetime is at least the cap whatever T is. Such examples use uptimes
-f·D (or the ages) and label log10(cap_s). Censored instances observed for less than the cap give no
-example, so among instances that start within the cap of the observation end the long-lived
-ones are under-represented; `label_known` selects the instances old enough for
-their label to be known, which is what the pipeline trains the regressors on.
-
-Zero or negative lifetimes (end_time ≤ start_time) are rejected with a reason.
+The cap (7 days, [Ling25ext] App. B) bounds the label, not the lifetime: a VM living past it
+also gives examples at uptimes beyond the cap labelled with the cap ("still long"). A
+right-censored instance (end_time null, observed for D) gives an example only where its label
+is known whatever its lifetime, D − Tu ≥ cap_s, labelled log10(cap_s); `label_known` selects
+the instances old enough for that, which the pipeline trains the regressors on. Zero or
+negative lifetimes are rejected with a reason.
 """
 
 import dataclasses

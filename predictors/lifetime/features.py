@@ -1,4 +1,4 @@
-"""Features of an instance for the lifetime models (paper 001 App. A, paper 003 §3.2.2).
+"""Features of an instance for the lifetime models ([Ling25ext] App. A, [Barbalho23] §3.2.2).
 
 `derive_features` turns rows of the canonical `instances` table into named features, each
 computed from the instance columns that exist in the table: trace fields used as categories
@@ -11,7 +11,8 @@ instances get different feature sets from the same code.
 `FeatureEncoder` fixes that set on training data and turns instances into the float matrix
 that LightGBM consumes: a categorical feature becomes an integer code, with categories seen
 fewer than `min_category_count` times in training, and unknown categories at prediction
-time, mapped to one shared "other" code (001 App. A collapses categories with < 10 examples).
+time, mapped to one shared "other" code ([Ling25ext] App. A collapses categories with < 10
+examples).
 """
 
 import json

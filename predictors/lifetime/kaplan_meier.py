@@ -1,4 +1,4 @@
-"""Stratified Kaplan–Meier lifetime baseline (paper 001 App. B, Table 4).
+"""Stratified Kaplan–Meier lifetime baseline ([Ling25ext] App. B, Table 4).
 
 One Kaplan–Meier survival curve per stratum (a combination of categorical features, e.g.
 request shape × priority), estimated from finished lifetimes and right-censored observed

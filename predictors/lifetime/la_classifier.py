@@ -1,19 +1,14 @@
-"""LA's one-shot lifetime classifier (paper 003 §3.2, §4.4, App. B).
+"""LA's one-shot lifetime classifier ([Barbalho23] §3.2, §4.4, App. B).
 
 A LightGBM binary classifier of "lives longer than `threshold_s`" (2 hours in production,
-003 §3.2.1), asked once, when the VM arrives; Lifetime Alignment never repredicts. Its
-features are those known at arrival (`FeatureEncoder`: request size, hour and day of the
-allocation, deployment size, ...; 003 App. B.1's small set also has per-customer history,
-which the public traces lack).
-
-Labels: a finished instance is long iff its lifetime exceeds the threshold; a censored one
-is long once observed for at least the threshold, and is left out of training while its
-class is still unknown (`long_lived_labels`).
-
-Operating point: production LA aims at 85 % recall of long-lived VMs (003 App. C.2), so by
-default the decision probability is set after training to the highest one that reaches
-`target_recall` on the latest-starting `validation_fraction` of the training instances
-(the slice also used for early stopping).
+[Barbalho23] §3.2.1), asked once, when the VM arrives; Lifetime Alignment never repredicts.
+Its features are those known at arrival (`FeatureEncoder`; [Barbalho23] App. B.1 also uses
+per-customer history, which the public traces lack). A finished instance is long iff its
+lifetime exceeds the threshold; a censored one once observed that long, and it is left out
+of training while its class is unknown (`long_lived_labels`). The decision probability is by
+default the highest that reaches `target_recall` (production LA: 85 % recall of long-lived
+VMs, [Barbalho23] App. C.2) on the latest-starting `validation_fraction` of the training
+instances, the slice also used for early stopping.
 """
 
 from typing import List, Optional, Sequence

@@ -1,4 +1,4 @@
-"""Noisy-oracle lifetimes for accuracy sweeps (paper 001 App. G.1).
+"""Noisy-oracle lifetimes for accuracy sweeps ([Ling25ext] App. G.1).
 
 Every VM is drawn once into "correctly predicted" (probability = accuracy) or "mispredicted";
 its prediction is the true value with Gaussian noise added in the log10 domain, sigma 0.001
@@ -54,7 +54,7 @@ class NoisyOracle:
         noisy = np.maximum(lifetime_s, MIN_LIFETIME_S)
         noisy *= factor
         # A product with a power of 10 is never below the lower cap 0, so only the upper
-        # cap applies; np.minimum is several µs cheaper per call than np.clip.
+        # cap applies; np.minimum costs less per call than np.clip.
         return np.minimum(noisy, self.cap_s, out=noisy)
 
     def apply(self, lifetime_s: np.ndarray, log10_error: np.ndarray) -> np.ndarray:

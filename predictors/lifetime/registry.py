@@ -46,12 +46,13 @@ LONG_LIVED_BY_AGE = "long_lived_by_age"
 class TrainingData(NamedTuple):
     """What the models learn from: the training part of the lifetime stage's time split.
 
-    split: the split; its train instances are observed until split.split_time_us.
-    labeled: the regressors' training instances (their labels are known at the split).
-    examples: the uptime-augmented examples of `labeled`, observed until the split time, in
-      the config's augmentation scheme.
-    examples_for: (augmentation) -> the examples of `labeled` in that scheme (for a model
-      that compares schemes); None = only `examples` exist.
+    Attributes:
+      split: the split; its train instances are observed until split.split_time_us.
+      labeled: the regressors' training instances (their labels are known at the split).
+      examples: the uptime-augmented examples of `labeled`, observed until the split time,
+        in the config's augmentation scheme.
+      examples_for: (augmentation) -> the examples of `labeled` in that scheme (for a model
+        that compares schemes); None = only `examples` exist.
     """
 
     split: TimeSplit
@@ -83,7 +84,7 @@ class LifetimeModelEntry:
 LIFETIME_MODELS = Registry("lifetime model")
 
 
-# Upper bounds of the LightGBM knobs, by field name (paper 001 App. B trains 2,000 trees).
+# Upper bounds of the LightGBM knobs, by field name ([Ling25ext] App. B trains 2,000 trees).
 LIGHTGBM_LIMITS = {
     "num_trees": Limit(100_000, "trees", "50 x the paper's 2,000; every tree is in the "
                        "model file and in every prediction"),
@@ -153,8 +154,8 @@ _register_uptime("uptime", True, enabled=lambda config: True, rows_fit_on=len)
 # The no-reprediction ablation learns from the uptime-0 examples only.
 _register_uptime("no_uptime", False, enabled=lambda config: config.train_no_uptime_ablation,
                  rows_fit_on=lambda examples: int((examples.uptime_s == 0).sum()))
-# The paper's augmentation next to the default one (issue 11: with uptimes at fractions of
-# the lifetime the model cannot call a young VM long).
+# The paper's augmentation next to the default one, which it is compared with: with uptimes at
+# fractions of the lifetime the model cannot call a young VM long.
 _register_uptime(
     "uptime_lifetime_fractions", True, rows_fit_on=len, augmentation=LIFETIME_FRACTIONS,
     enabled=lambda config: (config.train_lifetime_fractions_model and config.augmentation

@@ -1,21 +1,16 @@
-"""P(lifetime > θ | features, uptime): a LightGBM classifier of long-lived VMs that is asked
-again as a VM ages (issue 11; 001 §3's "probability distribution" view of a lifetime).
+"""P(lifetime > θ | features, uptime): a LightGBM classifier of long-lived VMs, asked again
+as a VM ages ([Ling25ext] §3's view of a lifetime as a probability distribution).
 
-The uptime model (uptime_model.py) learns E[log10 remaining | features, uptime], a point
-estimate with no distribution to read a probability from. This model learns the probability
-itself: a binary booster over the instance features and the uptime feature
-log10(1 + uptime_s), trained on one example per (instance, age) of an absolute age grid
-below `threshold_s` at which the instance is alive and its class known:
-
-- label: the instance lives longer than `threshold_s`; a finished instance's class is its
-  lifetime's, a censored one is known long once observed for `threshold_s` and otherwise
-  unknown and left out (`long_lived_labels`), so censoring never makes a VM short;
-- at an uptime of `threshold_s` or more the answer is 1 (the VM already lived that long).
-
-Like the uptime model it is a step function of the uptime for fixed features, so
-`predictors.lifetime.curves.LongLivedCurves` answers it exactly from one batched call. Its
-long-lived decision (a probability) is chosen per age on the validation slice of the
-training period, for the same target recall as the regressors' (training.py).
+The uptime model learns a point estimate, E[log10 remaining | features, uptime], with no
+distribution to read a probability from; this model learns the probability: a binary booster
+over the instance features and log10(1 + uptime_s), one example per (instance, age) of an
+absolute age grid below `threshold_s` at which the instance is alive and its class known.
+The label is "lives longer than `threshold_s`": a finished instance's by its lifetime, a
+censored one long once observed that long, else left out (`long_lived_labels`), so censoring
+never makes a VM short. At an uptime of `threshold_s` or more the answer is 1. For fixed
+features it is a step function of the uptime, so `LongLivedCurves` answers it exactly; its
+decision probability is chosen per age on the training period's validation slice
+(pipelines/stages/lifetime/training.py).
 """
 
 from typing import List, Optional, Sequence

@@ -1,26 +1,15 @@
-"""The uptime-augmented lifetime model of LAVA (paper 000/001 §3, App. A–C).
+"""The uptime-augmented lifetime model of LAVA ([Ling25] §3, [Ling25ext] App. A–C): a LightGBM
+regressor of log10 remaining lifetime (seconds) given an instance's features and its uptime,
+E[log10 remaining | features, uptime], repredicted as a VM ages.
 
-A LightGBM regressor of log10 remaining lifetime (seconds) given an instance's features and
-its uptime so far, trained on uptime-augmented examples (`lifetime_examples`: at absolute
-ages by default, or at fractions of the lifetime as in the paper). Asking it again as a VM
-ages ("reprediction") turns a point regressor into a survival-like model:
-E[log10 remaining | features, uptime].
-
-Defaults follow the paper's model (001 App. B: 2000 trees, 32 nodes, best-first global
-growth): LightGBM grows leaf-wise (best-first) with 32 leaves. Like the library the paper
-used, training stops early when the loss on a held-out slice stops improving; that slice is
-the latest-starting `validation_fraction` of the training instances, never a random sample.
-
-Inference: `encode` once per instance, then `predict_remaining(features, uptime_s)` on the
-encoded rows. For fixed features the model is a step function of uptime, constant between
-consecutive uptime thresholds of its splits (`uptime_thresholds`), so
-`predictors.lifetime.curves.LifetimeCurves` evaluates each VM's whole curve in one batched
-call and answers every reprediction exactly with a table lookup (the placement replay's
-"uptime_model" source).
-
-`use_uptime=False` is the no-reprediction ablation (001 Fig. 16): trained on the uptime-0
-examples only, it predicts a lifetime at arrival and the remaining lifetime is that minus
-the uptime.
+Defaults follow the paper's model ([Ling25ext] App. B: 2000 trees, 32 leaves, best-first
+growth); training stops early when the loss on the latest-starting `validation_fraction` of
+the training instances (never a random sample) stops improving. For fixed features the model
+is a step function of the uptime (`uptime_thresholds`), so
+`predictors.lifetime.curves.LifetimeCurves` answers every reprediction exactly by a lookup.
+`use_uptime=False` is the no-reprediction ablation ([Ling25ext] Fig. 16): trained on uptime-0
+examples, it predicts a lifetime at arrival, and the remaining lifetime is that minus the
+uptime.
 """
 
 from typing import List, Optional, Sequence
@@ -34,18 +23,22 @@ UPTIME_FEATURE = "log10_uptime_s"
 
 
 def log10_uptime(uptime_s: np.ndarray) -> np.ndarray:
-    """The uptime feature: log10(1 + uptime_s), 0 at arrival (001 App. A uses log uptime)."""
+    """The uptime feature: log10(1 + uptime_s), 0 at arrival ([Ling25ext] App. A: log uptime)."""
     return np.log10(1.0 + np.asarray(uptime_s, dtype=np.float64))
 
 
 class UptimeLifetimeModel(BoostedLifetimeModel):
-    """Predicts remaining lifetime (seconds) from instance features and uptime.
+    """Predicts remaining lifetime (seconds) from instance features and uptime (the
+    constructor's Args).
 
-    Fitted attributes: `encoder_`, `booster_` (see `BoostedLifetimeModel`), the label
-    range of the training examples, `cap_s_` and `min_remaining_s_` (seconds), which clips
-    every prediction, and their `augmentation_` (ABSOLUTE_AGES or LIFETIME_FRACTIONS; None
-    in files written before it was recorded) and `uptime_ages_s_` (the ABSOLUTE_AGES grid,
-    s; empty otherwise or in older files).
+    Attributes (fitted):
+      encoder_, booster_: the feature encoder and the LightGBM booster
+        (`BoostedLifetimeModel`).
+      cap_s_, min_remaining_s_: the label range of the training examples (seconds), which
+        clips every prediction.
+      augmentation_: ABSOLUTE_AGES or LIFETIME_FRACTIONS, or None for a model file that does
+        not record it.
+      uptime_ages_s_: the ABSOLUTE_AGES grid (seconds); empty otherwise or when not recorded.
     """
 
     KIND = "uptime_lifetime_model"

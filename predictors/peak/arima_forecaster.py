@@ -1,16 +1,13 @@
-"""ARIMA forecaster with a safe-guard buffer (paper 002 §III-A.1, §III-B).
+"""ARIMA forecaster with a safe-guard buffer ([Pace18] §III-A.1, §III-B).
 
-The model is statsmodels' ARIMA on the warm tasks' usage-to-limit ratio history (see
-`HistoryForecaster`); among candidate (p, d, q) orders the lowest-AIC fit is kept, the
-paper's automatic order selection restricted to a given grid.
-
-Fitting is the expensive part (tens of ms), so the model is refitted only every
-`refit_every_steps` steps: a fit at step r forecasts the next `refit_every_steps` steps at once
-(mean and predictive variance of each, statsmodels `get_forecast`), and step r + j advertises
-the forecast for step r + j + 1. The predictive variance grows with j, and so does the
-buffer. A fit is attempted at the first step with enough history and whenever the current
-path is used up; until one succeeds the warm tasks count at their limit. Steps are counted
-as machine steps (a gap in the machine's times is not a step).
+The model is statsmodels' ARIMA on the warm tasks' usage-to-limit ratio history
+(`HistoryForecaster`), the lowest-AIC fit among candidate (p, d, q) orders: the paper's
+automatic order selection restricted to a grid. Fits are costly, so a fit at step r forecasts
+the next `refit_every_steps` steps at once (mean and predictive variance, `get_forecast`),
+and step r + j advertises the forecast for step r + j + 1, its variance and buffer growing
+with j. A fit is attempted at the first step with enough history and whenever the current
+path is used up; until one succeeds the warm tasks count at their limit. Steps are machine
+steps (a gap in the machine's times is not a step).
 """
 
 import warnings
@@ -30,7 +27,7 @@ class ArimaForecaster(HistoryForecaster):
       num_history_samples: history the model is fitted on (samples).
       refit_every_steps: steps between refits (each fit forecasts that many steps).
       min_fit_samples: shortest history a model is fitted on.
-      k1, k2: buffer coefficients (paper 002 §V: 0.05 and 3).
+      k1, k2: buffer coefficients ([Pace18] §V: 0.05 and 3).
       uncertainty: 'variance' (the paper's V) or 'std' of the forecast ratio.
       min_num_samples: warm-up length of a task run (samples).
       cap_to_limit: cap every sample at its limit first.

@@ -1,4 +1,4 @@
-"""The borg-default (limit) predictor of paper 004 §4: a fixed fraction of the total limit.
+"""The borg-default (limit) predictor of [Bashir21] §4: a fixed fraction of the total limit.
 
 P(t) = phi * sum of the limits of the warm tasks + sum of the limits of the cold tasks.
 

@@ -1,23 +1,18 @@
-"""Gaussian-process forecaster with a history-dependent kernel (paper 002 §III-A.2, §III-B).
+"""Gaussian-process forecaster with a history-dependent kernel ([Pace18] §III-A.2, §III-B).
 
-The warm tasks' usage-to-limit ratio y (see `HistoryForecaster`) is modelled as
-y_t = f(y_{t-1}, ..., y_{t-h}) + noise (eq. 4). Training inputs are the patterns
-x~_t = [x_t, y_{t-h}, ..., y_{t-1}] (eq. 5) with x_t the step's time, and the kernel is an
-exponential (squared-exponential) kernel on those patterns (eq. 6), with one length scale for
-the time coordinate and one shared by the h history coordinates:
+The warm tasks' usage-to-limit ratio y (`HistoryForecaster`) is modelled as
+y_t = f(y_{t-1}, ..., y_{t-h}) + noise (eq. 4), on patterns x~_t = [x_t, y_{t-h}, ...,
+y_{t-1}] with x_t the step's time (eq. 5), with a squared-exponential kernel (eq. 6), one
+length scale for the time and one shared by the h history coordinates:
 
     k(a, b) = s_f^2 exp(-(a_0 - b_0)^2 / (2 l_t^2) - |a_1: - b_1:|^2 / (2 l_h^2)).
 
-The one-step-ahead forecast is the posterior mean and variance of f at the next pattern
-(eq. 7-8; the variance is that of f, without the observation noise) given the patterns of
-the last num_history_samples ratios. Hyperparameters (s_f, l_t, l_h, noise) maximize the
-evidence (L-BFGS-B on the exact log marginal likelihood and its gradient) and are refitted
-every `refit_every_steps` steps, starting from the previous fit; the posterior itself is
-recomputed at every step, which is cheap (one Cholesky of an N x N matrix, N = history - h).
-
-Deviation from the paper: targets are centred on their mean before the zero-mean GP prior
-is applied (and the mean added back), so that unfamiliar patterns revert to the recent mean
-usage rather than to zero usage, which would under-predict.
+The forecast is the posterior mean and variance of f (without the observation noise) at the
+next pattern (eq. 7-8) given the last num_history_samples ratios. Hyperparameters (s_f, l_t,
+l_h, noise) maximize the exact log marginal likelihood (L-BFGS-B with its gradient) every
+`refit_every_steps` steps, from the previous fit; the posterior is recomputed at every step.
+Deviation: targets are centred on their mean under the zero-mean prior (and the mean added
+back), so that unfamiliar patterns revert to the recent mean usage rather than to zero.
 """
 
 import numpy as np
@@ -36,7 +31,7 @@ class GaussianProcessForecaster(HistoryForecaster):
     """GP forecast + k1 * limit + k2 * uncertainty.
 
     Args:
-      pattern_length: h, the number of past ratios in a pattern (paper 002: ten).
+      pattern_length: h, the number of past ratios in a pattern ([Pace18]: ten).
       num_history_samples: ratios the GP is trained on (N = num_history_samples - h patterns).
       refit_every_steps: steps between hyperparameter fits.
       min_fit_samples: shortest history used (> pattern_length + 1).

@@ -2,7 +2,7 @@
 
 A machine's samples form a sparse (step x task) table: at every sample time ("step") some
 tasks report one usage value and the limit in force. The peak predictors and the oracle of
-paper 004 all work on that table; `MachineSamples` holds it as flat arrays sorted by
+[Bashir21] all work on that table; `MachineSamples` holds it as flat arrays sorted by
 (step, task) and caches the derived arrays they share (per-step offsets, task order, runs).
 
 A *run* of a task is a maximal stretch of consecutive machine steps in which the task has a

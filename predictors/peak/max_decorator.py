@@ -1,4 +1,4 @@
-"""Max decorator (paper 004 §4 "max peak across predictors"; reference max_decorator.py).
+"""Max decorator ([Bashir21] §4 "max peak across predictors"; reference max_decorator.py).
 
 Advertises, at every step, the largest of the peaks its predictors advertise. The paper's
 best predictor is max(N-sigma, RC-like).

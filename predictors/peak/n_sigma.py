@@ -1,4 +1,4 @@
-"""The N-sigma predictor of paper 004 §4: mean + n standard deviations of the machine total.
+"""The N-sigma predictor of [Bashir21] §4: mean + n standard deviations of the machine total.
 
 As in the reference simulator (n_sigma_predictor.py), the statistic is taken over the warm
 tasks' aggregate usage-to-limit *ratio* history (`MachineSamples.warm_ratio_history`: the

@@ -1,4 +1,4 @@
-"""Overcommit metrics of paper 004 §5.1.3, from per-step arrays.
+"""Overcommit metrics of [Bashir21] §5.1.3, from per-step arrays.
 
 Per (machine, step) the pipeline records total_usage, total_limit, predicted_peak and oracle
 (all float64[T]). A step is *scored* when both predicted_peak and oracle are finite: the

@@ -1,28 +1,20 @@
-"""The peak oracle of paper 004 §3: the true future peak of the tasks present now.
+"""The peak oracle of [Bashir21] §3: the true future peak of the tasks present now.
 
-PO(t) = max over the future steps s of t's window of sum_{i present at t} U_i[s]
-(or a percentile of those sums instead of the max; U_i[s] = 0 when task i has no sample at s).
+PO(t) = max over the steps s of t's window of sum_{i present at t} U_i[s] (or a percentile
+of those sums; U_i[s] = 0 when task i has no sample at s), with the semantics of the public
+reference simulator (googleinterns/cluster-resource-forecast, fortune_teller.py + oracle.py):
 
-Semantics are those of the public reference simulator (googleinterns/cluster-resource-forecast,
-fortune_teller.py + oracle.py), reproduced exactly:
-
-- The window of step t holds the steps *after* t: s in (t, t + horizon] on a regular grid.
-  (Paper eq. 2 and DESIGN.md write t <= s; the reference excludes t because its predictors
-  have already seen the sample at t, see peak_predictor.py.)
-- Every step of the machine between t and the window end is in the window, including steps
-  where none of t's tasks has a sample (they contribute a sum of 0 to the percentile).
-- cap_to_limit caps each future usage at the task's limit *at t*.
-- An empty window (a gap longer than the horizon follows t) gives the total limit at t.
-- Which steps get a value, and where their windows end, follow the reference's streaming
-  loop: a step is emitted once a sample arrives later than the previous emitted step's time +
-  horizon + step_s (the first step: later than its own time + horizon), at most one step per
-  arriving sample, plus one final step at the end of the data. On a gap-free grid with the
-  horizon a multiple of step_s this emits exactly the steps t with t + horizon <= last time,
-  each with a full window; the last `horizon` of data gets NaN. After a gap the windows can
-  be shorter or longer than the horizon, exactly as in the reference.
-- Where the reference would crash (more samples arrive in one step than there are steps left
-  to emit, after a gap longer than the horizon) the remaining steps wait for the next step's
-  samples.
+- the window of step t is the steps s in (t, t + horizon]: [Bashir21] eq. 2 writes t <= s,
+  but the predictors have already seen the sample at t (peak_predictor.py). Every step of the
+  machine in it counts, a step where none of t's tasks has a sample as a sum of 0;
+- cap_to_limit caps each future usage at the task's limit *at t*; an empty window (a gap
+  longer than the horizon follows t) gives the total limit at t;
+- which steps get a value, and where their windows end, follow the reference's streaming
+  loop (`PeakOracle.window_ends`): on a gap-free grid with the horizon a multiple of step_s, the
+  steps t with t + horizon <= the last time, each with a full window, and NaN for the last
+  `horizon` of data; after a gap, windows as short or long as the reference's. Where the
+  reference would crash (more samples in one step than steps left to emit, after a gap longer
+  than the horizon) the remaining steps wait for the next step's samples.
 """
 
 import numpy as np
@@ -58,7 +50,10 @@ class PeakOracle(PeakPredictor):
     def window_ends(self, samples: MachineSamples) -> np.ndarray:
         """int64[T]: the last step of each step's window; -1 where the oracle emits nothing.
 
-        O(T) loop over steps (one comparison per emitted step and per step).
+        The reference's emission rule: a step is emitted once a sample arrives later than the
+        previous emitted step's time + horizon + step_s (the first step: later than its own
+        time + horizon), at most one step per arriving sample, plus one final step at the end
+        of the data. O(T) loop over steps.
         """
         times = samples.times.tolist()
         counts = np.diff(samples.step_offsets).tolist()

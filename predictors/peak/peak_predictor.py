@@ -1,7 +1,7 @@
-"""The peak-predictor interface of paper 004 and what its predictors share.
+"""The peak-predictor interface of [Bashir21] and what its predictors share.
 
 A peak predictor looks at one machine's samples and, for every step t, advertises the peak
-usage it expects from the tasks present at t (paper 004 §3.2, §4). Its output is aligned with
+usage it expects from the tasks present at t ([Bashir21] §3.2, §4). Its output is aligned with
 `MachineSamples.times`. Conventions follow the public reference simulator
 (googleinterns/cluster-resource-forecast) exactly:
 
@@ -131,7 +131,7 @@ def sorted_row_percentile(rows: np.ndarray, count: np.ndarray, percentile: float
 
 
 class HistoryForecaster(WarmupPeakPredictor):
-    """Forecast + safe-guard buffer on the warm tasks' ratio history (paper 002 §III-A/B).
+    """Forecast + safe-guard buffer on the warm tasks' ratio history ([Pace18] §III-A/B).
 
     At every step t with warm tasks, the model sees the last `num_history_samples` values of
     the warm tasks' usage-to-limit ratio (`MachineSamples.warm_ratio_history`, oldest first,
@@ -140,7 +140,7 @@ class HistoryForecaster(WarmupPeakPredictor):
 
         clip(mean + k2 * uncertainty + k1, 0, 1) * warm_limit
 
-    i.e. forecast + beta with beta = k1 * limit + k2 * uncertainty (paper 002 §III-B: K1 times
+    i.e. forecast + beta with beta = k1 * limit + k2 * uncertainty ([Pace18] §III-B: K1 times
     the request, K2 times the model's predictive variance), in units of the warm tasks'
     current total limit. `uncertainty` is the predictive variance of the ratio as in the
     paper, or its standard deviation (scale-consistent with the mean). The clip keeps the

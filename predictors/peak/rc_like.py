@@ -1,4 +1,4 @@
-"""The RC-like (per-task percentile) predictor of paper 004 §4.
+"""The RC-like (per-task percentile) predictor of [Bashir21] §4.
 
 Inspired by Resource Central: the sum over tasks of a percentile of each task's usage. As
 in the reference simulator (per_vm_percentile_predictor.py), the percentile is taken over the

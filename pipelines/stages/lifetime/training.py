@@ -121,7 +121,7 @@ def evaluate_remaining_lifetime(model, split: TimeSplit, config, validation: pd.
 
 def evaluate_long_lived(model, split: TimeSplit, config, validation: pd.DataFrame
                         ) -> Dict[str, pd.DataFrame]:
-    """The table of a long-lived classifier on the test part (003 Tables 1, 3); its
+    """The table of a long-lived classifier on the test part ([Barbalho23] Tables 1, 3); its
     decision probability was set at fit time (`LaClassifier.target_recall`)."""
     target = model.target_recall
     return {"lifetime_la_classifier": la_classifier_metrics(

@@ -1,24 +1,22 @@
-"""The overcommit stage: peak oracle and peak predictors per machine (paper 004 §3-5).
+"""The overcommit stage: peak oracle and peak predictors per machine ([Bashir21] §3-5;
+docs/stages/overcommit.md).
 
     usage ─ filter ─ metric ─ reset_and_shift ─ scheduler ──────────────────────┐
             (or a loaded filtered_usage)            (or a loaded scheduled_usage)
-            one ParDo per run of per-table steps (RunSteps); only a filtered_usage copy
-            and a reset to time zero (grouped by instance) split the chain
     ┌───────────────────────────────────────────────────────────────────────────┘
-    └─ RunFortuneTellers: GroupByKey per machine, one MachineSamples per machine, every teller
+    └─ RunFortuneTellers: GroupByKey per machine, one MachineSamples, every teller
          ├─ overcommit_timeseries, overcommit_machine_metrics
          └─ CellMetrics (Combine per teller) ─ overcommit_cell_metrics ─ Summarize
 
-The stages run in paper 004's order on PCollections of Arrow tables; the samples are grouped
-once, per machine, and every fortune teller runs on the same MachineSamples (a predictor
-configured twice, e.g. N-sigma alone and inside max(N-sigma, RC-like), is computed once per
-machine). Predictors are scored against the first oracle teller.
+The steps run in [Bashir21]'s order, on PCollections of Arrow tables, as one ParDo per run of
+per-table steps (`RunSteps`), split only by a filtered_usage copy and the reset to time zero
+(grouped by instance). Samples are grouped once per machine, and every fortune teller runs on
+the same MachineSamples (a predictor configured twice is computed once); predictors are
+scored against the first oracle teller. Each step counts read = kept + filtered + rejected in
+overcommit_counts, and rejected rows are dead letters with their reason.
 
-Bad input never crashes the stage and never disappears: each step is counted in
-overcommit_counts as read = kept + filtered + rejected, and rejected rows are dead letters with
-their reason (steps.py and tellers.py say which). The modules: steps.py (the per-table steps),
-tellers.py (the fortune tellers per machine), summary.py (cell metrics and summary),
-validation.py (the config's checks).
+Modules: steps.py (the per-table steps), tellers.py (the fortune tellers per machine),
+summary.py (cell metrics and summary), validation.py (the config's checks).
 """
 
 import functools
@@ -92,7 +90,7 @@ class OvercommitStage(beam.PTransform):
 
     def _scheduled_samples(self, tables, dead_letters: list, counts: list):
         """The OVERCOMMIT_SCHEDULED_USAGE tables: filter, metric, reset_and_shift and
-        scheduler in paper 004's order, as few Beam steps as the LoadOrWrite copies and a
+        scheduler in [Bashir21]'s order, as few Beam steps as the LoadOrWrite copies and a
         reset to time zero (which groups by instance) allow."""
         config = self._config
         pipeline = tables["usage"].pipeline

@@ -1,4 +1,4 @@
-"""The overcommit stage's per-table steps, in paper 004's order: filter, metric,
+"""The overcommit stage's per-table steps, in [Bashir21]'s order: filter, metric,
 reset_and_shift, scheduler (pipelines/stages/overcommit/__init__.py draws the stage).
 
 Each step maps one Arrow table to (tag, value) pairs: the rows it keeps (ROWS), dead letters
@@ -327,7 +327,7 @@ class RunSteps(beam.PTransform):
     """Arrow tables → {rows, dead_letters, counts}: a chain of per-table steps (functions
     table → (tag, value) pairs) in a single ParDo.
 
-    The steps need no grouping, and on the DirectRunner every Beam step costs ~20 ms per
+    The steps need no grouping, and on the DirectRunner every Beam step has a fixed cost per
     run whatever it does, so filter, metric, shift and scheduler run as one.
     """
 

@@ -1,5 +1,5 @@
-"""The placement stage: per-pool replays of the instances under placement policies
-(papers 000/001 §4-5, App. F-I; 003 §3-5; DESIGN.md "Placement replay").
+"""The placement stage: per-pool replays of the instances under placement policies ([Ling25]
+§4-5, [Ling25ext] App. F-I, [Barbalho23] §3-5; docs/stages/placement.md).
 
     instances ─ KeyByPool ─┐
     machines ── KeyByPool ─┴─ CoGroupByKey ─ PreparePools ─ pools, dead letters
@@ -7,28 +7,16 @@
                                     [side inputs: pools by name, lifetime_models]
           ─ timeseries, summaries ─ KeyByPool ─ GroupByKey ─ vs Best-Fit ─ placement_summary
 
-A pool is one Beam element: its VMs become a `PlacementTrace` (sorted by start time, then
-instance id) and its hosts a `PoolSpec`, from the pool's machines or, when the config gives a
-host shape (Azure vmtable), from that shape and a count (configured, or derived from the peak
-demand and a target utilisation). Every (policy, lifetime source, defragmentation) of a pool
-is then its own element, so replays run in parallel; a replay is deterministic (seeds derive
-from the config's seed and the pool name).
-
-LARS is compared paired (001 §6.3: "LARS does not affect which hosts are picked for migration
-at a given time, but orders the VMs"): the closed-loop lifetime-order replay (the
-`lars_lifetime` row) records its drains, and the baseline order replays the migration queue of
-exactly those drains, once per seed (`policies.lars.replay_drains`; `lars_baseline` rows, no
-timeseries): same hosts, same times, same VMs scheduled; only the order differs.
-
-Instances that cannot be replayed are dead letters (source "placement"): no CPU or memory
-request, a zero request, an end before the start, a request larger than every host, a pool
-without machines. Instances outside the replay window are kept and counted as not replayed.
-
-The trained models come from the lifetime stage: its `lifetime_models` table (a side input,
-so every replay waits for training) names the directories the models were saved to.
-
-The modules: pools.py (pool preparation and dead letters), replays.py (one replay and its
-rows), validation.py (the config's checks).
+A pool is one element: its VMs a `PlacementTrace` (by start time, then instance id), its hosts
+a `PoolSpec` (its machines, or the config's host shape and count). Every (policy, lifetime
+source, defragmentation) of a pool is its own element, deterministic (seeds from the
+config's seed and the pool name). LARS is compared paired ([Ling25ext] §6.3): the closed-loop
+`lars_lifetime` replay records its drains, and the `lars_baseline` rows replay the migration
+queue of exactly those drains in a seeded order (`policies.lars.replay_drains`). Instances
+that cannot be replayed are dead letters (source "placement", pools.py says why); those
+outside the replay window are counted as not replayed. The trained models come from the
+lifetime stage's `lifetime_models` table, a side input, so every replay waits for training.
+Modules: pools.py (pools, dead letters), replays.py (a replay), validation.py (the checks).
 """
 
 import apache_beam as beam

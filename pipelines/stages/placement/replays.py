@@ -206,9 +206,9 @@ def longest_first(specs: Sequence[ReplaySpec], config) -> List[Tuple[int, Replay
 
     The multi-process DirectRunner deals the keys of a grouping to its workers in turn, in
     the order they arrive, and each worker runs its share in that order: in config order
-    the long replays (NILAS and LAVA with repredicted lifetimes, listed last) pile up at the
-    end and one worker ran the last 46 s alone. Longest first, both workers get alike
-    shares, and a runner that balances work itself starts the long ones first."""
+    the long replays (NILAS and LAVA with repredicted lifetimes, listed last) would pile up
+    at the end on one worker. Longest first, the workers get alike shares, and a runner that
+    balances work itself starts the long ones first."""
     ranks = [cost_rank(spec, config) for spec in specs]
     order = sorted(range(len(specs)), key=lambda i: -ranks[i])
     return [(i, specs[i]) for i in order]
@@ -217,8 +217,8 @@ def longest_first(specs: Sequence[ReplaySpec], config) -> List[Tuple[int, Replay
 def fan_out(pool_input: PoolInput, replays: Sequence[Tuple[int, ReplaySpec]]):
     """One ((pool, replay index), ReplaySpec) element per (index, spec) of `replays`, in
     that order (`longest_first`). The pool's data reaches the replays as a side input: a
-    copy per element would cross the runner's data plane once per replay (tens of MB each,
-    at ~20 MB/s between DirectRunner processes)."""
+    copy per element would cross the runner's data plane, slow between DirectRunner
+    processes, once per replay."""
     for i, spec in replays:
         yield (pool_input.pool, i), spec
 
@@ -237,8 +237,8 @@ def model_path(model_tables: Sequence[pa.Table], name: str,
 
 class ModelSources:
     """The trained models' lifetime sources of a worker's recent pools, each built once (the
-    model loaded, the pool's instance rows encoded and predicted: 1.5-2.5 CPU-s on the Azure
-    sample) and shared by the replays that use it.
+    model loaded, the pool's instance rows encoded and predicted: seconds of CPU on a real
+    pool) and shared by the replays that use it.
 
     Sharing changes no decision: a replay only reads a source (`simulate` wraps it where a
     replay keeps state), and a curve cell evaluated on demand holds the model's answer

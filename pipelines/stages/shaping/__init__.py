@@ -1,5 +1,5 @@
-"""The shaping stage: paper 002's resource shaping on a trace-driven cluster simulation
-(§III-B, Algorithm 1, §IV; DESIGN.md "Resource shaping"; the simulator is shaping/).
+"""The shaping stage: [Pace18]'s resource shaping (§III-B, Algorithm 1, §IV) on a
+trace-driven cluster simulation (policies/shaping/; docs/stages/shaping.md).
 
     instances, usage, machines ─ KeyAll ─ CoGroupByKey ─ Prepare ─ workload, dead letters
     workload ─ forecast tasks (forecaster × shard of series) ─ Forecast ─ GroupByKey ─ Merge
@@ -8,14 +8,13 @@
     runs ─ one table, speedups vs the baseline ─ shaping_runs ─┐
     applications ─ per cell ─ distributions ──────────────────┴─ shaping_summary
 
-The whole trace is one cluster, so the workload is one Beam element; the forecasts (the
-expensive part: ARIMA / GP fits) are computed once per forecaster, in shards of usage series,
-and shared by every (k1, k2, policy, seed) run of that forecaster, since a component's
-forecast depends only on its own usage history (policies/shaping/forecasters.py). Every run is then
-an independent element. Bad rows are dead letters (workload.py says which).
+The whole trace is one cluster, so the workload is one element. A component's forecasts
+depend only on its own usage, so the forecasts (ARIMA / GP fits, the costly part) are made
+once per forecaster, in shards of series, and shared by every run of that forecaster; each
+run is then an independent element. Bad rows are dead letters (workload.py says which).
 
-The modules: workload.py (workload, cluster and dead letters from the canonical tables),
-runs.py (forecasts, runs and their rows, summary), validation.py (the config's checks).
+Modules: workload.py (workload, cluster and dead letters from the canonical tables), runs.py
+(forecasts, runs and their rows, summary), validation.py (the config's checks).
 """
 
 import apache_beam as beam

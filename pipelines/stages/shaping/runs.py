@@ -63,7 +63,7 @@ def seeds(config) -> List[int]:
 
 
 def unshaped_after_failures(config) -> int:
-    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT (002's
+    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT ([Pace18]'s
     simulator; without it a retry replays its failure forever) and 0 under HOST_OVERLOAD
     (where a retry can succeed; keeps that model's earlier answers)."""
     if config.HasField("unshaped_after_failures"):

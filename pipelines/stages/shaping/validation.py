@@ -20,16 +20,16 @@ MAX_STEP = Limit(DAY_S, "s (a day)", "a step is one usage window, 300 s in the G
                  "Azure traces")
 # Every usage series keeps a forecast path of 2 x interval - 1 steps per fit (32 bytes a
 # step: mean and uncertainty of CPU and memory), and a run's interval peaks cost interval^2
-# per path; a day of 1-minute steps, 002 §V shapes every minute.
+# per path; a day of 1-minute steps, [Pace18] §V shapes every minute.
 MAX_INTERVAL_STEPS = Limit(1_440, "steps (a day of 1-minute steps)",
                            "each usage series keeps a forecast path of 2 x interval - 1 "
                            "steps (32 bytes each) for every interval of its life")
 # A sampled application costs ~160 bytes per component in each simulation (~800 with the
-# synthetic trace's ~5 components; measured with 400,000 applications); 6.7 x 002's 150,000.
+# synthetic trace's ~5 components; measured with 400,000 applications); 6.7 x [Pace18]'s 150,000.
 MAX_SAMPLED_APPLICATIONS = Limit(1_000_000, "applications",
                                  "each costs ~800 bytes in every simulation", bytes_each=800)
-# 400 x 002's 250 hosts: the scheduler scans the hosts at every placement.
-MAX_HOSTS = Limit(100_000, "hosts", "400 x 002's 250; the scheduler scans them at every "
+# 400 x [Pace18]'s 250 hosts: the scheduler scans the hosts at every placement.
+MAX_HOSTS = Limit(100_000, "hosts", "400 x [Pace18]'s 250; the scheduler scans them at every "
                   "placement")
 # Every fit reads a history of this many samples: ARIMA fits all of a series' windows at
 # once, a GP costs its cube.

@@ -1,21 +1,18 @@
 """The shaping workload and cluster from the canonical tables, and their dead letters.
 
-Applications are collections (jobs; an instance without a collection id, e.g. an Azure VM,
-is an application of its own), components their instances, each task's *first* run: a
-later run of the same task is the trace scheduler's restart, which the simulator replays
-itself. A component's request is its instance's, its usage series the statistic configured
-(`usage_statistic`) of its usage windows on the step grid from its first window (a missing
-window repeats the previous one), its runtime the series' length; an application is
-submitted at its first component's start and has the highest priority of its components.
-A usage series whose instance the trace does not list (the Azure CPU readings, whose VMs are
-not in the vmtable sample) is an application of its own: one component requesting its usage
-rows' limits, running from its first window to its last (`with_usage_only_instances`).
+Applications are collections (an instance without a collection id, e.g. an Azure VM, is its
+own); components are their instances, each task's *first* run (a later run is the trace
+scheduler's restart, which the simulator replays itself). A component requests its
+instance's request and uses the configured statistic (`usage_statistic`) of its usage windows
+on the step grid from its first window (a missing window repeats the previous one); an
+application is submitted at its first component's start, at its components' highest
+priority. A usage series of an instance the trace does not list (the Azure CPU readings) is
+an application of its own, requesting its rows' limits (`with_usage_only_instances`).
 
-Dead letters (source "shaping", table "instances"): a zero or missing request, a machine id
-unknown to the machines table (when the hosts are the trace's machines) and an application
-whose core components do not fit the empty cluster reject the whole application (its other
-components with REASON_SIBLING); a component without usage windows and a later run of a task
-are left out alone (an application left without components is left out).
+Dead letters (source "shaping", table "instances"): a zero or missing request, an unknown
+machine id (with the trace's machines as hosts), or core components that do not fit the empty
+cluster reject the whole application (its other components with REASON_SIBLING); a component
+without usage windows or a later run of a task is left out alone.
 """
 
 import dataclasses

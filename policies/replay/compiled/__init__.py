@@ -1,42 +1,21 @@
 """The placement replay's compiled engine (numba) for Best-Fit, NILAS and LAVA.
 
-It makes the decisions of the Python engine (`simulator._Replay`, the reference it is tested
-against, decision for decision and sample for sample) on the same events in the same order,
-with the same host exit cache for repredicting sources, 5-15× faster, and with exact
-lifetime curves it repredicts a host in O(1) unless one of its VMs was placed or left, or a
-VM's remaining lifetime may have passed the largest of its block: the Python engine's cost
-of repredictions is re-sorting hosts in its indexes, which this engine does not keep. Every
-decision scans all hosts (no index): O(hosts) per arrival, about a ns per host; a host whose
-tier, class or temporal-cost range cannot beat the best so far is passed over without a
-search.
+It makes the Python engine's decisions (`simulator._Replay`, the reference it is tested
+against decision for decision and sample for sample) on the same events in the same order,
+with the same host exit cache. Scope (`supports`): `BestFit`, `Nilas` and `Lava` (its strict
+ablation and given VM classes included), two dimensions, no LARS, and lifetimes that never
+repredict or are an uptime model's exact `LifetimeCurves`; anything else replays in Python.
+The metrics are the Python engine's `PlacementMetrics`, reading `CompiledPool`.
 
-Scope (`supports`): policies `BestFit`, `Nilas` and `Lava` (exact classes; LAVA with its
-strict ablation and given VM classes), two resource dimensions,
-no LARS, and a lifetime source that either never repredicts or is the exact
-`LifetimeCurves` of an uptime model with every cell evaluated; anything else replays in the
-Python engine. The metrics are the Python engine's `PlacementMetrics`, read at every sample
-from `CompiledPool`, a view of the engine's arrays.
-
-State per host: room, occupancy, exit estimate (arrays the decisions scan), and a row of
-`hosts` that a reprediction reads as one cache line: its chain of blocks, the time of its
-last reprediction, the largest remaining lifetime of its VMs at that time (`MAX_REM`), the
-time up to which that largest holds (`MAX_REM_VALID`: no VM's curve passes it before, and
-those that have it keep it), whether a VM that held it left (`STALE`), and whether it is due
-at the next refresh (`DUE`; the hosts touched since the last refresh head its due list).
-With these in separate arrays a reprediction missed the cache on each, and model-curve
-replays of LAVA ran 3-4 points further from the oracle's speed (perf, bench_placement).
-A host's VMs are rows of the table `vms` (a column per field), in a chain of blocks of 16
-rows, those placed since the last reprediction (fresh) last (slots.py, rows.py): each block
-keeps the same summary of its own VMs, so a reprediction reads a few contiguous blocks, and
-looks up the curves only of the fresh VMs and of blocks whose summary a VM's leaving or its
-curve ended. LAVA's host states, classes, deadlines and residual counts are columns of
-`lava_host`; its timers a heap by (time, host), handled after the exits and before the
-arrivals of their time, as the Python engine's events.
-
-The kernels are compiled without numba's reference counting (`_nrt=False`): they allocate
-nothing, and counting each array argument of each call cost about a quarter of a replay
-(atomic increments, measured with perf). numba caches them once per machine
-(`kernel_cache` flushes that cache when any of the package's sources changes).
+Every decision scans all hosts (no index), passing over a host whose tier, class or
+temporal-cost range cannot beat the best so far. A host's state is one 64-byte row of
+`hosts`, read together by a reprediction; its VMs are rows of `vms` in a chain of blocks of
+16, each summarizing its VMs (slots.py, rows.py), so an exact-curve reprediction is O(1)
+unless a VM arrived or left or a curve may have passed its block's largest remaining
+lifetime. LAVA's host state is `lava_host`; its timers a heap by (time, host), handled after
+the exits and before the arrivals of their time. The kernels allocate nothing and are
+compiled without numba's reference counting (`_nrt=False`, a cost on every array argument);
+numba caches them per machine, and `kernel_cache` flushes them when a source changes.
 """
 
 import pathlib

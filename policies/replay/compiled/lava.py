@@ -36,7 +36,7 @@ def lava_class(remaining_us, lava_bounds):
 @numba.njit(cache=True, _nrt=False)
 def select_lava(vm, vm_class, exit_us, strict, d0, d1, room0, room1, occupancy, host_exit,
                 lava_host, w0, w1, buckets):
-    """001 App. I Algorithm 3 as `Lava.select`: the first tier with a fitting host -
+    """[Ling25ext] App. I Algorithm 3 as `Lava.select`: the first tier with a fitting host -
     recycling hosts of a higher class (closest class first), open hosts of the VM's class,
     any other used host (not, with `strict`, a recycling one of the VM's class or lower),
     empty hosts - and in it the lowest temporal cost, then Best-Fit."""

@@ -13,7 +13,7 @@ class Cluster:
 
     Attributes:
       capacity: float64[H, 2] (cpu, memory) capacity of every host, in the workload's units
-        (002 §IV-A: 250 homogeneous hosts of 32 cores and 128 GB).
+        ([Pace18] §IV-A: 250 homogeneous hosts of 32 cores and 128 GB).
     """
 
     capacity: np.ndarray

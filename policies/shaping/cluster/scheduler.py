@@ -12,7 +12,7 @@ class FifoQueue:
     submission, then application index.
 
     A resubmitted application (failed or fully preempted) keeps its original submission
-    step, so it re-enters "in a position commensurate to its original priority" (002
+    step, so it re-enters "in a position commensurate to its original priority" ([Pace18]
     §III-B): ahead of everything of its priority submitted after it.
 
     Args:

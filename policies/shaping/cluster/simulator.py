@@ -1,57 +1,22 @@
-"""The shaping simulator's step loop (002 §III-B, §IV-A).
-
-Time advances in steps of the workload's `step_s`. At every step, in this order:
+"""The shaping simulator's step loop ([Pace18] §III-B, §IV-A): a workload on a cluster under
+a fitted shaping policy, one step of the workload's `step_s` at a time. Each step:
 
 1. applications submitted at this step join the FIFO queue (scheduler.py);
-2. every `interval_steps` steps (a shaping step) a shaping policy sets the running
-   components' allocations and may preempt (policies/); the baseline never does;
-3. the scheduler places, on the hosts' free allocations (capacity minus allocations), first
-   the waiting elastic components of running applications (in scheduling order), then the
-   queue's head while its core components all fit (first fit, strict FIFO: the head blocks
-   the queue); its elastic components take a host if one fits, else wait. A component is
-   admitted on its request and then allocated the policy's target at once (forecast + beta
-   over its first S steps; the request while its forecaster has no forecast yet, 002 §V's
-   "grace period"; the request if its application runs unshaped, see the retry rule), not
-   its request until the next shaping step: 002 shapes from the forecasts, and the oracle's
-   exist from a component's first step;
-4. every running component uses its series at its age. With the `host` failure model (the
-   default) a host whose usage exceeds its capacity (CPU or memory; both treated as
-   incompressible, as 002's simulator treats them) has components killed by the operating
-   system until it fits: lowest priority first, ties in a seeded random order (fixed per
-   component for the run). With the `component` model every component whose usage exceeds
-   its own allocation (CPU or memory: a container limit) is killed first, in component
-   order; the survivors' usage then fits their allocations, so a host overloads only where
-   its allocations exceed its capacity, which the optimistic policy allows (it resizes
-   without checking the host), and there the operating system kills as above. A killed
-   core component fails its application;
-5. the surviving components age by one step; a component that reaches its length finishes,
-   and an application finishes when all its core components have (its elastic components
-   stop then).
+2. every `interval_steps` steps the policy resizes the running components and may preempt;
+3. first fit on the hosts' free allocations: the waiting elastic components of running
+   applications, then the queue's head while all its core components fit (the head blocks
+   the queue). An admitted component gets the policy's target at once (its request until
+   its first forecast, [Pace18] §V's grace period);
+4. components use their series at their age. Failure model "host": a host whose usage
+   exceeds its capacity (CPU or memory, both incompressible) kills components, lowest
+   priority first, ties in a seeded order; "component": first, every component using more
+   than its own allocation is killed. A killed core component fails its application;
+5. survivors age a step; a component ends at its length, an application with its last core one.
 
-A failed or fully preempted application loses all its work (every component restarts at age
-0) and is resubmitted into the queue at its priority and original submission (scheduler.py);
-a killed or preempted elastic component loses its work and waits for a host. The run ends
-when every application has finished, or after `max_steps` (the rest are unfinished).
-
-Retry rule (`unshaped_after_failures`, n): an application that has failed n times (a core
-component killed; preemptions do not count) runs *unshaped* from its next attempt on: all
-its components are allocated their requests, on admission and at every shaping step, for
-the rest of its life. 002 §III-B only says a failed application is resubmitted; 002's
-simulator (the Omega simulator's extension, footnote 5; the first author's fork
-fraPace/cluster-scheduler-simulator, ZoeDynamicScheduler.jobCrashed) does this: after
-`crashedAllowed` crashes (1 in the oracle version; 5 in a later one with a real predictor) it
-sets the job's `disableResize`, so the job is neither resized nor checked against its
-limits again. Other rules were possible (restart only the failed component at its request;
-back off the shaper's beta after a failure); this one is 002's, and it guarantees
-progress: the retry replays the same usage against the same forecasts, so without it a
-component that failed under the `component` model fails again at the same age, forever,
-and at the head of the FIFO queue blocks every application behind it. Usage never exceeds
-the request (the workload clips it), so an unshaped application never fails under the
-`component` model. n = 0 keeps shaping failed applications (under the `host` model a kill
-depends on the co-located load, so a retry can succeed).
-
-Overload is tested with a relative tolerance of 1e-9 of the capacity: an oracle allocation
-request · (usage / request) can exceed the usage by a rounding error.
+A failed or fully preempted application restarts from age 0 at its original place in the
+queue; after `unshaped_after_failures` failures it runs at its requests for good, as
+[Pace18]'s simulator does (docs/stages/shaping.md, "The retry rule"). Overload is tested
+with a relative tolerance of 1e-9 of the capacity.
 """
 
 import dataclasses
@@ -71,13 +36,19 @@ FAILURE_MODELS = ("host", "component")
 
 @dataclasses.dataclass
 class SimulationResult:
-    """Per application (int64[A] / float64[A, 2]) and per run counts of one simulation.
+    """The outcome of one simulation: per application arrays (int64[A], or float64[A, 2]
+    for (cpu, memory)) and per run counts.
 
-    finish_step: -1 if unfinished; start_step: first admission (-1 never). failures:
-    application failures (a core component killed); preemptions: full preemptions;
-    failed_components / preempted_components: components killed / preempted (those of
-    failed or preempted applications included); lost_steps: component-steps of work lost;
-    allocated / used: (cpu, memory) summed over the application's component-steps.
+    Attributes:
+      finish_step, start_step: the step the application finished (-1: unfinished) and was
+        first admitted (-1: never).
+      failures, preemptions: its failures (a core component killed) and full preemptions.
+      failed_components, preempted_components: its components killed / preempted, those of
+        failed or preempted applications included.
+      lost_steps: component-steps of its work lost to kills and preemptions.
+      allocated, used: (cpu, memory) summed over its component-steps.
+      steps, component_steps, shaping_steps, algorithm_runs: per run, the steps simulated,
+        component-steps run, shaping steps, and shaping steps that preempted something.
     """
 
     finish_step: np.ndarray
@@ -96,16 +67,20 @@ class SimulationResult:
 
 
 class Simulation:
-    """One run of `workload` on `cluster` under a fitted `policy` (see the module docstring).
+    """One run of `workload` on `cluster` under a fitted `policy` (the module docstring's
+    step loop); `run()` returns its `SimulationResult`.
 
     Args:
+      workload: the applications, their components and usage series.
+      cluster: the hosts' capacities, in the workload's units.
+      policy: a shaping policy fitted on the workload's forecasts.
       interval_steps: S, steps between shaping steps.
       seed: seed of the overload victims' tie-break order.
-      max_steps: last step simulated (exclusive).
+      max_steps: steps simulated at most; applications unfinished then stay so.
       failure_model: "host" (overloaded hosts kill components) or "component" (a component
-        using more than its allocation fails); see the module docstring.
+        using more than its allocation is killed first).
       unshaped_after_failures: failures after which an application runs at its requests
-        (the module docstring's retry rule); 0: never.
+        (the retry rule); 0: never.
     """
 
     def __init__(self, workload: Workload, cluster: Cluster, policy: ShapingPolicy,
@@ -273,7 +248,7 @@ class Simulation:
     def place(self, components: np.ndarray, hosts: np.ndarray):
         """Places components (admitted on their requests) and shapes them at once: the
         policy's target from age 0 (the request for the baseline, and for a forecaster
-        until its first forecast: 002 §V's grace period)."""
+        until its first forecast: [Pace18] §V's grace period)."""
         self.host[components] = hosts
         self.allocation[components] = self.unshaped_to_request(
             components, self.admission_target[components])

@@ -1,7 +1,7 @@
 """What a shaping policy sees and decides, and the base class of the policies.
 
 Every shaping interval (S steps) the simulator asks the policy for the allocations of the
-running components. A shaping policy's target for a component is forecast + beta (002
+running components. A shaping policy's target for a component is forecast + beta ([Pace18]
 §III-B), computed on the usage-to-request ratio (see policies/shaping/forecasters.py):
 
     target = request · min(1, max over the next S ages of (mean + K2 · uncertainty) + K1)
@@ -31,7 +31,7 @@ class RunningComponents:
     Attributes:
       component, host, app: int64[R].
       elastic: bool[R].
-      age: int64[R] steps run since the component's last start (002's "time alive").
+      age: int64[R] steps run since the component's last start ([Pace18]'s "time alive").
       app_order: int64[R] the application's rank in the scheduling order (0 = first).
       target: float64[R, 2] the policy's target allocation (cpu, memory).
       capacity: float64[H, 2] the hosts' capacities.
@@ -91,7 +91,7 @@ class ShapingPolicy:
     def targets(self, components: np.ndarray, age: np.ndarray) -> np.ndarray:
         """float64[R, 2] forecast + beta of `components` at `age`, capped at the request."""
         request = self.request_[components]
-        # Capped at the request: 002 shapes down from the request and the shaper never
+        # Capped at the request: [Pace18] shapes down from the request and the shaper never
         # grants more than was asked (the module docstring's deviation); the floor is
         # K1 · request, since interval_peaks clips the forecast mean at 0.
         ratio = np.minimum(self.peak_[self.offset_[components] + age] + self.k1, 1.0)

@@ -1,4 +1,4 @@
-"""The reservation-centric baseline (002 §IV-B, as in Omega, Mesos and YARN): every
+"""The reservation-centric baseline ([Pace18] §IV-B, as in Omega, Mesos and YARN): every
 component is allocated its request, never resized and never preempted."""
 
 import numpy as np

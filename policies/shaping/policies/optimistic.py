@@ -1,4 +1,4 @@
-"""Optimistic preemption (002 §III-B, after Omega [5] and [4]): running components are
+"""Optimistic preemption ([Pace18] §III-B, after Omega [5] and [4]): running components are
 resized to forecast + beta and nothing is preempted proactively. Resources are redeemed
 without managing the consequences: when a host's actual usage exceeds its capacity, the
 operating system kills components there (the simulator's overload rule, see

@@ -1,27 +1,21 @@
-"""Pessimistic preemption: 002 Algorithm 1, line by line.
+"""Pessimistic preemption: [Pace18] Algorithm 1, line by line.
 
-Every shaping interval, with the running applications in scheduling order (line 6; FIFO,
-priority first), the new allocations (forecast + beta, `RunningComponents.target`) are taken
-from per-host free capacity that starts at the hosts' capacities (lines 1-5):
+Every shaping interval, with the running applications in scheduling order (line 6), the new
+allocations (`RunningComponents.target`) are taken from per-host free capacity that starts
+at the hosts' capacities (lines 1-5):
 
 - an application's core components are taken on a copy of the free capacity (lines 8-19);
   if one makes its host's free CPU or memory negative (``< 0``), the application is fully
   preempted (lines 20-21, 34-36) and the copy discarded;
 - otherwise the copy is kept (lines 23-24) and its elastic components are taken one by one,
-  those alive longest first (line 25, ties by component index); an elastic component that
-  leaves its host's free CPU or memory at or below zero (``<= 0``, as line 29 writes it,
-  unlike line 13's ``< 0``) is preempted alone (lines 26-33, 37-38);
-- every other component is resized to its new allocation (lines 39-41).
+  oldest first (line 25, ties by component index); one that leaves its host's free CPU or
+  memory at or below zero (``<= 0``, as line 29 writes it) is preempted alone (lines 26-33,
+  37-38);
+- every other component is resized (lines 39-41).
 
-Components stay on their hosts (002 leaves migration out of scope). Line 32's `r.host` is
-read as `e.host` (a typo in the paper). The simulator applies the decision: a preempted
-application loses its work and is resubmitted, a preempted elastic component loses its work
-and waits for a host.
-
-When every host's total new allocation is strictly below its capacity (both resources),
-no check of the algorithm can fail and the decision is "resize everything": that case is
-answered without the per-application loop (same result), so the loop runs only at shaping
-steps where some host is full.
+Components stay on their hosts ([Pace18] leaves migration out); line 32's `r.host` is read as
+`e.host` (a typo in the paper). When every host's total new allocation is strictly below its
+capacity, no check can fail and the answer, "resize everything", skips the loop.
 """
 
 import numpy as np
@@ -35,7 +29,7 @@ from policies.shaping.policies.base import (
 
 
 class Pessimistic(ShapingPolicy):
-    """002 Algorithm 1 (see the module docstring); k1, k2 as in ShapingPolicy."""
+    """[Pace18] Algorithm 1 (see the module docstring); k1, k2 as in ShapingPolicy."""
 
     name = "pessimistic"
 
@@ -54,7 +48,7 @@ TIGHT_MARGIN = 1e-9
 
 
 def algorithm_1(running: RunningComponents):
-    """(fully preempted applications, preempted elastic components) of 002 Algorithm 1.
+    """(fully preempted applications, preempted elastic components) of [Pace18] Algorithm 1.
 
     Same decisions, in the same order, as taking the components one at a time (the
     per-application loop of fleetcast_testing/reference/shaping_simulator.py), but only the first
