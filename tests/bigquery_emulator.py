@@ -13,6 +13,8 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BQEMULATOR = REPO / ".venv-bqemulator" / "bin" / "bqemulator"
 PROJECT = "fleetcast-test"
@@ -28,7 +30,12 @@ def _free_port() -> int:
 def start(log_path: pathlib.Path, timeout_s: float = 60):
     """Runs an ephemeral emulator for project PROJECT; yields {env var: value}."""
     if not BQEMULATOR.exists():
-        raise RuntimeError(f"{BQEMULATOR} is missing: run `bash scripts/setup_venv.sh test`")
+        # A checkout without the emulator (a worktree, `pytest -m "not slow"` before setup)
+        # skips; CI (FLEETCAST_REQUIRE_EMULATOR, set by .ci/run) fails instead.
+        message = f"{BQEMULATOR} is missing: run `bash scripts/setup_venv.sh test`"
+        if os.environ.get("FLEETCAST_REQUIRE_EMULATOR"):
+            raise RuntimeError(message)
+        pytest.skip(message)
     rest, grpc = _free_port(), _free_port()
     with open(log_path, "w") as log:
         server = subprocess.Popen(
