@@ -126,8 +126,8 @@ SHAPING = "synthetic {} shaping { policy: BASELINE host_shape { cpu: 1 memory: 1
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true }} {ORACLE} fortune_teller {{ "
      "name: 'a' predictor { arima { order { p: 100000 d: 1 q: 0 } } } } }",
      "overcommit.fortune_teller[1].predictor.arima.order[0].p: must be at most 48: 4 hours of "
-     "5-minute lags; an ARIMA fit holds matrices of about (p + d + q)^2 values per sample; got "
-     "100000"),
+     "5-minute lags; an ARIMA fit solves a p x p system per window of at least 2p + 2 samples; "
+     "got 100000"),
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true }} reset_and_shift {{ "
      f"random_shift {{ lower_bound: 0 upper_bound: 9223372036854775807 }} }} {ORACLE} }}",
      "overcommit.reset_and_shift.random_shift.upper_bound: must be within "

@@ -10,10 +10,10 @@ from fleetcast_testing.shaping_workloads import random_workload
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.simulator import Simulation, simulate
 from policies.shaping.forecasters import OracleForecaster, forecast_workload
-from policies.shaping.policies.base import RunningComponents
-from policies.shaping.policies.baseline import Baseline
-from policies.shaping.policies.optimistic import Optimistic
-from policies.shaping.policies.pessimistic import Pessimistic, algorithm_1
+from policies.shaping.shapers.base import RunningComponents
+from policies.shaping.shapers.baseline import Baseline
+from policies.shaping.shapers.optimistic import Optimistic
+from policies.shaping.shapers.pessimistic import Pessimistic, algorithm_1
 from policies.shaping.workload import Workload
 
 INTERVAL = 4

@@ -21,8 +21,8 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 
 from configs.units import US_PER_S
-from policies.shaping.arima import DEFAULT_LAGS, fit_forecast
 from policies.shaping.workload import Workload
+from predictors.peak.arima import DEFAULT_LAGS, fit_forecast, supported_lags
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
 
 
@@ -162,7 +162,7 @@ class OracleForecaster(UsageForecaster):
 
 class ArimaUsageForecaster(UsageForecaster):
     """ARIMA ([Pace18] §III-A.1): ARIMA(p, 1, 0), p chosen by AIC among `lags` at every fit,
-    fitted in closed form, all windows of a series at once (policies/shaping/arima.py: the
+    fitted in closed form, all windows of a series at once (predictors/peak/arima.py: the
     model and its equality with statsmodels); it forecasts the interval's steps with their
     predictive variance, growing with the lead time.
 
@@ -182,10 +182,9 @@ class ArimaUsageForecaster(UsageForecaster):
         lengths = np.array([len(h) for h in histories], dtype=np.int64)
         for length in np.unique(lengths):
             rows = np.flatnonzero(lengths == length)
-            # The highest order a window this short supports (policies/shaping/arima.py).
-            lags = [p for p in self.lags if 2 * p + 2 <= length] or [0]
             mean, variance, _ = fit_forecast(np.stack([histories[i] for i in rows]),
-                                             self.horizon_steps, lags)
+                                             self.horizon_steps,
+                                             supported_lags(self.lags, int(length)))
             for i, m, v in zip(rows, mean, variance):
                 if np.all(np.isfinite(m)) and np.all(np.isfinite(v)):
                     paths[i] = (m, v)

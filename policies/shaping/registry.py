@@ -6,15 +6,15 @@ the lower-case names of the config's enum values (`PESSIMISTIC` → "pessimistic
 """
 
 from configs.registry import Registry
-from policies.shaping.arima import DEFAULT_LAGS
 from policies.shaping.forecasters import (
     ArimaUsageForecaster,
     GaussianProcessUsageForecaster,
     OracleForecaster,
 )
-from policies.shaping.policies.baseline import Baseline
-from policies.shaping.policies.optimistic import Optimistic
-from policies.shaping.policies.pessimistic import Pessimistic
+from policies.shaping.shapers.baseline import Baseline
+from policies.shaping.shapers.optimistic import Optimistic
+from policies.shaping.shapers.pessimistic import Pessimistic
+from predictors.peak.arima import DEFAULT_LAGS
 
 SHAPING_POLICIES = Registry("shaping policy")
 SHAPING_POLICIES.register("baseline", lambda k1, k2: Baseline())

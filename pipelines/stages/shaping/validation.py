@@ -13,6 +13,7 @@ from pipelines.stages.shaping.runs import (
     run_specs,
 )
 from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
+from predictors.peak.registry import check_arima_orders
 
 # The step is a usage window's length (300 s in the Google and Azure traces): a longer one
 # keeps one window per step.
@@ -65,11 +66,7 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                   f"{field}.num_history_samples",
                   f"must be >= min_fit_samples ({config.min_fit_samples}), got "
                   f"{config.num_history_samples}")
-    for i, order in enumerate(config.arima_order):
-        # policies/shaping/arima.py fits ARIMA(p, 1, 0) only.
-        check.require((order.d, order.q) == (1, 0) and 0 <= order.p <= 4,
-                      f"{field}.arima_order[{i}]",
-                      f"must be (p in 0..4, 1, 0), got ({order.p}, {order.d}, {order.q})")
+    check_arima_orders(check, config.arima_order, f"{field}.arima_order")
     if Config.GAUSSIAN_PROCESS in config.forecaster:
         check.require(1 <= config.gp_pattern_length <= config.min_fit_samples - 2,
                       f"{field}.gp_pattern_length",

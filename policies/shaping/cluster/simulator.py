@@ -25,7 +25,7 @@ import numpy as np
 
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.scheduler import FifoQueue, first_fit, place_all
-from policies.shaping.policies.base import RunningComponents, ShapingPolicy
+from policies.shaping.shapers.base import RunningComponents, ShapingPolicy
 from policies.shaping.workload import Workload
 
 WAITING, QUEUED, RUNNING, DONE = 0, 1, 2, 3

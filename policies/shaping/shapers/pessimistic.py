@@ -20,7 +20,7 @@ capacity, no check can fail and the answer, "resize everything", skips the loop.
 
 import numpy as np
 
-from policies.shaping.policies.base import (
+from policies.shaping.shapers.base import (
     NOTHING,
     Reshape,
     RunningComponents,
