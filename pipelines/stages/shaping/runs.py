@@ -21,7 +21,10 @@ RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_s
 Config = fleetcast_pb2.ShapingConfig
 BASELINE, NO_FORECASTER = "baseline", "none"
 # ShapingConfig.failure_model → the simulator's failure_model.
-FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "component"}
+FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "component",
+                  Config.MEMORY_LIMIT: "memory"}
+# ShapingConfig.growth → the simulator's growth.
+GROWTH_MODELS = {Config.ALWAYS: "always", Config.IF_FREE: "if_free"}
 # Application columns summarized as distributions (pooled over a cell's seeds).
 APPLICATION_METRICS = ("turnaround_s", "wait_s", "cpu_slack_pct", "memory_slack_pct",
                        "work_lost_s")
@@ -63,12 +66,12 @@ def seeds(config) -> List[int]:
 
 
 def unshaped_after_failures(config) -> int:
-    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT ([Pace18]'s
-    simulator; without it a retry replays its failure forever) and 0 under HOST_OVERLOAD
-    (where a retry can succeed; keeps that model's earlier answers)."""
+    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT and
+    MEMORY_LIMIT ([Pace18]'s simulator; without it a retry replays its failure forever) and 0
+    under HOST_OVERLOAD (where a retry can succeed; keeps that model's earlier answers)."""
     if config.HasField("unshaped_after_failures"):
         return config.unshaped_after_failures
-    return int(config.failure_model == Config.COMPONENT_LIMIT)
+    return int(config.failure_model in (Config.COMPONENT_LIMIT, Config.MEMORY_LIMIT))
 
 
 def run_specs(config) -> List[RunSpec]:
@@ -154,7 +157,9 @@ def run(element, config, shaping_input: ShapingInput):
     result = simulate(workload, shaping_input.cluster, policy, config.shaping_interval_steps,
                       seed=spec.seed, max_steps=max_steps,
                       failure_model=FAILURE_MODELS[config.failure_model],
-                      unshaped_after_failures=unshaped_after_failures(config))
+                      unshaped_after_failures=unshaped_after_failures(config),
+                      growth=GROWTH_MODELS[config.growth],
+                      elastic_progress=config.elastic_progress)
     apps = application_metrics(workload, result)
     row = {"forecaster": spec.forecaster, "k1": spec.k1, "k2": spec.k2, "policy": spec.policy,
            "seed": spec.seed, "hosts": shaping_input.cluster.num_hosts,

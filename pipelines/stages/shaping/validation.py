@@ -7,6 +7,7 @@ from configs.units import DAY_S
 from pipelines.stages.shaping.runs import (
     BASELINE,
     FAILURE_MODELS,
+    GROWTH_MODELS,
     Config,
     forecaster_names,
     policy_names,
@@ -75,8 +76,10 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
     check.require(config.usage_statistic != Config.USAGE_STATISTIC_UNSPECIFIED,
                   f"{field}.usage_statistic", "is USAGE_STATISTIC_UNSPECIFIED")
     check.require(config.failure_model in FAILURE_MODELS, f"{field}.failure_model",
-                  f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, got "
+                  f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, MEMORY_LIMIT, got "
                   f"{Config.FailureModel.Name(config.failure_model)}")
+    check.require(config.growth in GROWTH_MODELS, f"{field}.growth",
+                  f"must be ALWAYS or IF_FREE, got {Config.Growth.Name(config.growth)}")
     _validate_hosts(check, config, has_hosts, field)
 
 
