@@ -625,6 +625,13 @@ SHAPING_RUNS = table("one row per shaping simulation", _SHAPING_KEY + [
     column("preempted_components", pa.int64(), "components preempted by the shaper",
            nullable=False),
     column("work_lost_s", pa.float64(), "component-seconds of work lost", nullable=False),
+    column("offered_load", pa.float64(), "the workload's offered load: requested "
+           "component-seconds per second over the cluster's capacity, the larger of CPU and "
+           "memory (1 = the baseline just saturated; null with one submission step)"),
+    column("mean_queue_length", pa.float64(), "applications waiting in the queue, averaged "
+           "over the simulated steps", nullable=False),
+    column("baseline_mean_queue_length", pa.float64(), "the baseline's mean_queue_length "
+           "(same seed): the load every speed-up is read against"),
 ])
 SHAPING_SUMMARY = table(
     "distributions per (forecaster, k1, k2, policy) over its seeds: application metrics "

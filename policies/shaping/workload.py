@@ -119,6 +119,16 @@ class Workload:
         sample = self.select_apps(apps, submit.astype(np.int64))
         return dataclasses.replace(sample, app_id=np.arange(num_apps))
 
+    def with_arrival_rate(self, scale: float) -> "Workload":
+        """This workload with submissions `scale` times as frequent (> 1: more load): each
+        submit step becomes first + floor((submit - first) / scale), `first` the first
+        submission; the order is kept."""
+        if scale == 1:
+            return self
+        first = self.submit_step[0] if self.num_apps else 0
+        submit = first + np.floor((self.submit_step - first) / scale).astype(np.int64)
+        return dataclasses.replace(self, submit_step=submit)
+
     def with_elastic(self, fraction: float, rng: np.random.Generator) -> "Workload":
         """Marks each multi-component application elastic with probability `fraction`: its
         first component stays core (like a Spark driver), the others become elastic. The

@@ -14,7 +14,12 @@ from pipelines.io.failures import RunFailed
 from pipelines.stages.shaping.workload import ShapingInput
 from policies.shaping.cluster.simulator import simulate
 from policies.shaping.forecasters import forecast_workload, series_representatives
-from policies.shaping.metrics import application_metrics, distribution, run_metrics
+from policies.shaping.metrics import (
+    application_metrics,
+    distribution,
+    offered_load,
+    run_metrics,
+)
 from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
 
 RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_summary"
@@ -141,6 +146,19 @@ def fan_out(forecasts, config):
             yield (name, i), (spec, merged)
 
 
+def with_load(workload, config, cluster):
+    """`workload` at the config's load: submissions `arrival_rate_scale` times as frequent,
+    or as frequent as makes its offered load `target_offered_load` (to within the rounding
+    of submit steps)."""
+    if config.HasField("target_offered_load"):
+        load = offered_load(workload, cluster.capacity)
+        if not np.isfinite(load):
+            raise RunFailed("shaping.target_offered_load: the workload's submissions span no "
+                            "time, so no arrival rate gives it a load")
+        return workload.with_arrival_rate(config.target_offered_load / load)
+    return workload.with_arrival_rate(config.arrival_rate_scale)
+
+
 def run(element, config, shaping_input: ShapingInput):
     """((forecaster, i), [(RunSpec, Forecasts)]) → (RUNS, row) and (APPLICATIONS, table)."""
     _, (payload,) = element
@@ -149,6 +167,7 @@ def run(element, config, shaping_input: ShapingInput):
     workload = shaping_input.workload
     if config.sampled_applications:
         workload = workload.sampled(config.sampled_applications, rng)
+    workload = with_load(workload, config, shaping_input.cluster)
     workload = workload.with_elastic(config.elastic_fraction, rng)
     policy = SHAPING_POLICIES[spec.policy](spec.k1, spec.k2).fit(
         workload, forecasts, config.shaping_interval_steps)
@@ -167,6 +186,8 @@ def run(element, config, shaping_input: ShapingInput):
            "component_steps": result.component_steps, "shaping_steps": result.shaping_steps,
            "preempting_shaping_steps": result.algorithm_runs,
            "forecast_fits": forecasts.fits if forecasts is not None else 0,
+           "offered_load": offered_load(workload, shaping_input.cluster.capacity),
+           "mean_queue_length": result.queued_app_steps / max(result.steps, 1),
            **run_metrics(apps)}
     yield RUNS, row
     columns = {"forecaster": [spec.forecaster] * workload.num_apps,
@@ -178,13 +199,16 @@ def run(element, config, shaping_input: ShapingInput):
 
 
 def runs_table(rows: Iterable[dict]) -> pa.Table:
-    """Every run's row with its turnaround speedup over the baseline of the same seed."""
+    """Every run's row with its turnaround speedup over the baseline of the same seed and
+    that baseline's mean queue length."""
     rows = sorted(rows, key=lambda r: (r["forecaster"], r["policy"], r["k1"] or 0,
                                        r["k2"] or 0, r["seed"]))
-    baseline = {r["seed"]: r["mean_turnaround_s"] for r in rows if r["policy"] == BASELINE}
+    baseline = {r["seed"]: r for r in rows if r["policy"] == BASELINE}
     for row in rows:
-        row["turnaround_speedup_vs_baseline"] = baseline[row["seed"]] / row[
+        reference = baseline[row["seed"]]
+        row["turnaround_speedup_vs_baseline"] = reference["mean_turnaround_s"] / row[
             "mean_turnaround_s"] if row["mean_turnaround_s"] else None
+        row["baseline_mean_queue_length"] = reference["mean_queue_length"]
     return pa.Table.from_pylist(rows, schema=schemas.SHAPING_RUNS)
 
 

@@ -38,6 +38,10 @@ MAX_HOSTS = Limit(100_000, "hosts", "400 x [Pace18]'s 250; the scheduler scans t
 MAX_HISTORY_SAMPLES = Limit(1_440, "samples (a day of 1-minute samples)",
                             "every fit reads this many samples (ARIMA fits all of a series' "
                             "windows at once, a GP costs their cube)")
+# An arrival-rate scale or offered load beyond this queues nearly every application for the
+# whole run: the simulation then grows with the queue, not the workload.
+MAX_LOAD_FACTOR = Limit(1_000, "", "a thousand times the trace's arrival rate or the "
+                        "cluster's capacity queues nearly every application for the whole run")
 # Each is one simulation of the whole workload (the synthetic sweep runs 435).
 MAX_RUNS = 10_000
 
@@ -93,6 +97,11 @@ def _validate_sizes(check, config, field: str):
     for name in ("num_history_samples", "min_fit_samples"):
         check.positive(config, name, field, maximum=MAX_HISTORY_SAMPLES)
     check.positive(config, "forecast_shards", field, maximum=UPPER_BOUNDS["num_shards"])
+    check.positive(config, "arrival_rate_scale", field, maximum=MAX_LOAD_FACTOR)
+    if config.HasField("target_offered_load"):
+        check.positive(config, "target_offered_load", field, maximum=MAX_LOAD_FACTOR)
+        check.require(not config.HasField("arrival_rate_scale"), f"{field}.arrival_rate_scale",
+                      "cannot be set with target_offered_load (set one of the two)")
     check.positive(config, "unshaped_after_failures", field, allow_zero=True)
     for i, seed in enumerate(config.seed):
         check.require(seed >= 0, f"{field}.seed[{i}]", f"must be >= 0, got {seed}")

@@ -68,6 +68,8 @@ class SimulationResult:
       allocated, used: (cpu, memory) summed over its component-steps.
       steps, component_steps, shaping_steps, algorithm_runs: per run, the steps simulated,
         component-steps run, shaping steps, and shaping steps that preempted something.
+      queued_app_steps: per run, the sum over steps of the applications waiting in the queue
+        (after the step's admissions).
     """
 
     finish_step: np.ndarray
@@ -83,6 +85,7 @@ class SimulationResult:
     component_steps: int = 0
     shaping_steps: int = 0
     algorithm_runs: int = 0
+    queued_app_steps: int = 0
 
 
 class Simulation:
@@ -172,6 +175,7 @@ class Simulation:
                     break
                 t = max(t + 1, int(w.submit_step[arrived]))
                 continue
+            self.result.queued_app_steps += len(self.queue)
             self.advance(t)
             t += 1
         return self.finish_run(t)
