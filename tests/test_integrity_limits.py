@@ -188,8 +188,8 @@ def test_a_step_shorter_than_the_usage_windows_fails_before_building_the_series(
     assert cli.main(["run", str(config), "--output_dir", str(out), "-q"]) == (
         cli.EXIT_RUN_FAILED)
     assert capsys.readouterr().err.endswith(
-        "fleetcast: run failed: shaping.step_s: 1 s makes the 14,903 usage windows 4,314,972 "
-        "series steps (290 per window, 16 bytes each and more in the forecasts): step_s must "
+        "fleetcast: run failed: shaping.step_s: 1 s makes the 14,903 usage windows 4,367,259 "
+        "series steps (293 per window, 16 bytes each and more in the forecasts): step_s must "
         "be the windows' length (300 s)\n")
     assert not (out / "shaping_runs").exists()
 

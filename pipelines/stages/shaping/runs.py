@@ -137,13 +137,11 @@ def merge_forecasts(element):
     return name, merged
 
 
-def fan_out(forecasts, config):
-    """(forecaster, Forecasts) → ((index), (RunSpec, Forecasts)) per run of the forecaster;
-    a None forecaster (the baseline's element) gives the baseline runs."""
-    name, merged = forecasts
+def fan_out(shaping_input: ShapingInput, config):
+    """((index, None), RunSpec) per configured run (the workload element only triggers the
+    runs: they read it as a side input)."""
     for i, spec in enumerate(run_specs(config)):
-        if spec.forecaster == name:
-            yield (name, i), (spec, merged)
+        yield (i, None), spec
 
 
 def with_load(workload, config, cluster):
@@ -159,10 +157,11 @@ def with_load(workload, config, cluster):
     return workload.with_arrival_rate(config.arrival_rate_scale)
 
 
-def run(element, config, shaping_input: ShapingInput):
-    """((forecaster, i), [(RunSpec, Forecasts)]) → (RUNS, row) and (APPLICATIONS, table)."""
-    _, (payload,) = element
-    spec, forecasts = payload
+def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):
+    """((i, None), [RunSpec]) → (RUNS, row) and (APPLICATIONS, table); the forecasts of the
+    run's forecaster come from `forecasts_by_name` (none for the baseline)."""
+    _, (spec,) = element
+    forecasts = forecasts_by_name.get(spec.forecaster)
     rng = np.random.default_rng(spec.seed)
     workload = shaping_input.workload
     if config.sampled_applications:
@@ -243,9 +242,4 @@ def application_cell(table: pa.Table):
     """(cell key, table) of a shaping_applications table (one run's)."""
     first = table.slice(0, 1).to_pylist()[0]
     return (first["forecaster"], first["k1"], first["k2"], first["policy"]), table
-
-
-def no_forecasts(shaping_input: ShapingInput) -> tuple:
-    """The baseline's (forecaster, forecasts) element."""
-    return NO_FORECASTER, None
 

@@ -79,6 +79,8 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                       f"got {config.gp_pattern_length}")
     check.require(config.usage_statistic != Config.USAGE_STATISTIC_UNSPECIFIED,
                   f"{field}.usage_statistic", "is USAGE_STATISTIC_UNSPECIFIED")
+    check.require(config.sub_window_usage != Config.SUB_WINDOW_USAGE_UNSPECIFIED,
+                  f"{field}.sub_window_usage", "is SUB_WINDOW_USAGE_UNSPECIFIED")
     check.require(config.failure_model in FAILURE_MODELS, f"{field}.failure_model",
                   f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, MEMORY_LIMIT, got "
                   f"{Config.FailureModel.Name(config.failure_model)}")
