@@ -368,9 +368,10 @@ class Simulation:
         running = self.running()
         app = self.app_of[running]
         apps, inverse = np.unique(app, return_inverse=True)
+        # The scheduling order (FifoQueue.key: priority first, then submission, then index).
+        w = self.workload
         rank = np.empty(len(apps), dtype=np.int64)
-        rank[sorted(range(len(apps)), key=lambda i: self.queue.key(apps[i]))] = np.arange(
-            len(apps))
+        rank[np.lexsort((apps, w.submit_step[apps], -w.priority[apps]))] = np.arange(len(apps))
         target = self.policy.targets(running, self.series_age(running))
         view = RunningComponents(running, self.host[running], app,
                                  self.workload.elastic[running], self.age[running],
