@@ -107,8 +107,8 @@ SHAPING = "synthetic {} shaping { policy: BASELINE host_shape { cpu: 1 memory: 1
     ("synthetic {} shaping { policy: BASELINE policy: PESSIMISTIC forecaster: ORACLE "
      + " ".join(f"k1: {i}" for i in range(100)) + " k2: 0 k2: 1 "
      + " ".join(f"seed: {i}" for i in range(50)) + " }",
-     "shaping: forecaster x k1 x k2 x policy x seed gives 10,050 simulations, at most 10,000 "
-     "(each simulates the whole workload)"),
+     "shaping: forecaster x k1 x k2 x policy x seed x target_offered_load gives 10,050 "
+     "simulations, at most 10,000 (each simulates the whole workload)"),
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true step_s: 9223372036854775807 }} "
      f"{ORACLE} }}",
      "overcommit.metric.step_s: must be at most 86,400 s (a day): a step merges each task's "

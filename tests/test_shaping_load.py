@@ -89,3 +89,31 @@ def test_load_fields_are_checked_by_name(tmp_path, capsys):
                       "host_shape { cpu: 1 memory: 1 } host_count: 1 arrival_rate_scale: 0 }\n")
     assert run_cli(config, tmp_path / "out") == 2
     assert "shaping.arrival_rate_scale: must be > 0, got 0.0" in capsys.readouterr().err
+    config.write_text('name: "neg"\nsynthetic {}\nshaping { policy: BASELINE '
+                      "host_shape { cpu: 1 memory: 1 } host_count: 1 target_offered_load: 1 "
+                      "target_offered_load: -1 }\n")
+    assert run_cli(config, tmp_path / "out") == 2
+    assert ("shaping.target_offered_load[1]: must be > 0 and at most 1,000: a thousand times "
+            "the trace's arrival rate or the cluster's capacity queues nearly every "
+            "application for the whole run; got -1.0") in capsys.readouterr().err
+
+
+def test_a_load_sweep_runs_every_policy_at_every_load(tmp_path):
+    """Two target loads: each has its baseline, and speed-ups compare runs of one load."""
+    config = tmp_path / "sweep.textproto"
+    config.write_text(f'name: "sweep"\n{_tables(tmp_path)}\nshaping {{\n'
+                      "  policy: BASELINE policy: PESSIMISTIC forecaster: ORACLE k1: 0 k2: 0\n"
+                      "  shaping_interval_steps: 2 host_shape { cpu: 1 memory: 1 } "
+                      "host_count: 1 target_offered_load: 0.5 target_offered_load: 2\n}\n")
+    assert run_cli(config, tmp_path / "out") == 0
+    runs = read_table(tmp_path / "out" / "shaping_runs")
+    assert sorted(zip(runs.target_offered_load, runs.policy, runs.offered_load)) == [
+        (0.5, "baseline", 0.5), (0.5, "pessimistic", 0.5), (2.0, "baseline", 2.0),
+        (2.0, "pessimistic", 2.0)]
+    by_load = runs.set_index(["target_offered_load", "policy"])
+    assert by_load.loc[(0.5, "pessimistic"), "baseline_mean_queue_length"] == 0.0
+    assert by_load.loc[(2.0, "pessimistic"), "baseline_mean_queue_length"] == 0.25
+    summary = read_table(tmp_path / "out" / "shaping_summary")
+    assert sorted(set(summary.target_offered_load)) == [0.5, 2.0]
+    apps = read_table(tmp_path / "out" / "shaping_applications")
+    assert len(apps) == 3 * 4 and sorted(set(apps.target_offered_load)) == [0.5, 2.0]

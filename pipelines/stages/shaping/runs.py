@@ -38,6 +38,8 @@ FORECAST_STEP_BYTES = 32
 # One forecaster's forecasts are one Beam element (merged from its shards) that every run of
 # it reads: a sixth of the 24 GB machine the design targets.
 MAX_FORECAST_BYTES = 4 * 10 ** 9
+# A summary cell: the runs of every seed of one (forecaster, k1, k2, policy, target load).
+CELL_KEY = ("forecaster", "k1", "k2", "policy", "target_offered_load")
 # Run columns summarized over a cell's seeds.
 RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
                "preempted_applications_pct", "mean_cpu_slack_pct", "mean_memory_slack_pct",
@@ -46,16 +48,14 @@ RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One simulation; the baseline's forecaster is "none" and its k1, k2 None."""
+    """One simulation; the baseline's forecaster is "none" and its k1, k2 None; `load` the
+    target offered load (None: the config's arrival_rate_scale)."""
     forecaster: str
     k1: Optional[float]
     k2: Optional[float]
     policy: str
     seed: int
-
-    @property
-    def key(self) -> tuple:
-        return (self.forecaster, self.k1, self.k2, self.policy)
+    load: Optional[float] = None
 
 
 def policy_names(config) -> List[str]:
@@ -80,13 +80,16 @@ def unshaped_after_failures(config) -> int:
 
 
 def run_specs(config) -> List[RunSpec]:
-    """Every configured simulation; the baseline (always run: the speedups need it) once per
-    seed, the shaping policies for every forecaster, k1 and k2."""
+    """Every configured simulation, at every target offered load: the baseline (always run:
+    the speedups need it) once per seed, the shaping policies for every forecaster, k1 and
+    k2."""
     shaping = [p for p in policy_names(config) if p != BASELINE]
-    specs = [RunSpec(NO_FORECASTER, None, None, BASELINE, s) for s in seeds(config)]
-    for forecaster in forecaster_names(config):
-        specs += [RunSpec(forecaster, k1, k2, policy, seed) for k1 in config.k1
-                  for k2 in config.k2 for policy in shaping for seed in seeds(config)]
+    specs = []
+    for load in list(config.target_offered_load) or [None]:
+        specs += [RunSpec(NO_FORECASTER, None, None, BASELINE, s, load) for s in seeds(config)]
+        for forecaster in forecaster_names(config):
+            specs += [RunSpec(forecaster, k1, k2, policy, seed, load) for k1 in config.k1
+                      for k2 in config.k2 for policy in shaping for seed in seeds(config)]
     return specs
 
 
@@ -144,16 +147,16 @@ def fan_out(shaping_input: ShapingInput, config):
         yield (i, None), spec
 
 
-def with_load(workload, config, cluster):
-    """`workload` at the config's load: submissions `arrival_rate_scale` times as frequent,
-    or as frequent as makes its offered load `target_offered_load` (to within the rounding
-    of submit steps)."""
-    if config.HasField("target_offered_load"):
+def with_load(workload, config, cluster, target: Optional[float]):
+    """`workload` at a load: submissions as frequent as makes its offered load `target` (to
+    within the rounding of submit steps), or, with None, `arrival_rate_scale` times as
+    frequent."""
+    if target is not None:
         load = offered_load(workload, cluster.capacity)
         if not np.isfinite(load):
             raise RunFailed("shaping.target_offered_load: the workload's submissions span no "
                             "time, so no arrival rate gives it a load")
-        return workload.with_arrival_rate(config.target_offered_load / load)
+        return workload.with_arrival_rate(target / load)
     return workload.with_arrival_rate(config.arrival_rate_scale)
 
 
@@ -166,7 +169,7 @@ def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):
     workload = shaping_input.workload
     if config.sampled_applications:
         workload = workload.sampled(config.sampled_applications, rng)
-    workload = with_load(workload, config, shaping_input.cluster)
+    workload = with_load(workload, config, shaping_input.cluster, spec.load)
     workload = workload.with_elastic(config.elastic_fraction, rng)
     policy = SHAPING_POLICIES[spec.policy](spec.k1, spec.k2).fit(
         workload, forecasts, config.shaping_interval_steps)
@@ -186,6 +189,7 @@ def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):
            "preempting_shaping_steps": result.algorithm_runs,
            "forecast_fits": forecasts.fits if forecasts is not None else 0,
            "offered_load": offered_load(workload, shaping_input.cluster.capacity),
+           "target_offered_load": spec.load,
            "mean_queue_length": result.queued_app_steps / max(result.steps, 1),
            **run_metrics(apps)}
     yield RUNS, row
@@ -193,18 +197,19 @@ def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):
                "k1": [spec.k1] * workload.num_apps, "k2": [spec.k2] * workload.num_apps,
                "policy": [spec.policy] * workload.num_apps,
                "seed": np.full(workload.num_apps, spec.seed), "app_id": workload.app_id,
-               **apps}
+               **apps, "target_offered_load": [spec.load] * workload.num_apps}
     yield APPLICATIONS, pa.table(columns, schema=schemas.SHAPING_APPLICATIONS)
 
 
 def runs_table(rows: Iterable[dict]) -> pa.Table:
     """Every run's row with its turnaround speedup over the baseline of the same seed and
-    that baseline's mean queue length."""
-    rows = sorted(rows, key=lambda r: (r["forecaster"], r["policy"], r["k1"] or 0,
-                                       r["k2"] or 0, r["seed"]))
-    baseline = {r["seed"]: r for r in rows if r["policy"] == BASELINE}
+    target load, and that baseline's mean queue length."""
+    rows = sorted(rows, key=lambda r: (r["target_offered_load"] or 0, r["forecaster"],
+                                       r["policy"], r["k1"] or 0, r["k2"] or 0, r["seed"]))
+    baseline = {(r["seed"], r["target_offered_load"]): r for r in rows
+                if r["policy"] == BASELINE}
     for row in rows:
-        reference = baseline[row["seed"]]
+        reference = baseline[row["seed"], row["target_offered_load"]]
         row["turnaround_speedup_vs_baseline"] = reference["mean_turnaround_s"] / row[
             "mean_turnaround_s"] if row["mean_turnaround_s"] else None
         row["baseline_mean_queue_length"] = reference["mean_queue_length"]
@@ -212,10 +217,12 @@ def runs_table(rows: Iterable[dict]) -> pa.Table:
 
 
 def summary_rows(key: tuple, values: dict) -> List[dict]:
-    """SHAPING_SUMMARY rows of one cell: {metric: float64[n]}."""
-    forecaster, k1, k2, policy = key
+    """SHAPING_SUMMARY rows of one cell, key (forecaster, k1, k2, policy, target load):
+    {metric: float64[n]}."""
+    forecaster, k1, k2, policy, load = key
     return [{"forecaster": forecaster, "k1": k1, "k2": k2, "policy": policy, "metric": name,
-             **distribution(np.asarray(v, dtype=np.float64))} for name, v in values.items()]
+             **distribution(np.asarray(v, dtype=np.float64)), "target_offered_load": load}
+            for name, v in values.items()]
 
 
 def summary_of_applications(element) -> pa.Table:
@@ -231,7 +238,7 @@ def summary_of_runs(runs: pa.Table) -> pa.Table:
     """SHAPING_SUMMARY rows of the run metrics, per cell over its seeds."""
     frame = runs.to_pandas()
     rows = []
-    for key, cell in frame.groupby(["forecaster", "k1", "k2", "policy"], dropna=False):
+    for key, cell in frame.groupby(list(CELL_KEY), dropna=False):
         key = tuple(None if isinstance(v, float) and np.isnan(v) else v for v in key)
         rows += summary_rows(key, {name: cell[name].to_numpy(dtype=np.float64)
                                    for name in RUN_METRICS})
@@ -241,5 +248,5 @@ def summary_of_runs(runs: pa.Table) -> pa.Table:
 def application_cell(table: pa.Table):
     """(cell key, table) of a shaping_applications table (one run's)."""
     first = table.slice(0, 1).to_pylist()[0]
-    return (first["forecaster"], first["k1"], first["k2"], first["policy"]), table
+    return tuple(first[name] for name in CELL_KEY), table
 

@@ -100,16 +100,20 @@ def _validate_sizes(check, config, field: str):
         check.positive(config, name, field, maximum=MAX_HISTORY_SAMPLES)
     check.positive(config, "forecast_shards", field, maximum=UPPER_BOUNDS["num_shards"])
     check.positive(config, "arrival_rate_scale", field, maximum=MAX_LOAD_FACTOR)
-    if config.HasField("target_offered_load"):
-        check.positive(config, "target_offered_load", field, maximum=MAX_LOAD_FACTOR)
-        check.require(not config.HasField("arrival_rate_scale"), f"{field}.arrival_rate_scale",
-                      "cannot be set with target_offered_load (set one of the two)")
+    for i, load in enumerate(config.target_offered_load):
+        check.require(0 < load <= MAX_LOAD_FACTOR.maximum, f"{field}.target_offered_load[{i}]",
+                      f"must be > 0 and at most {MAX_LOAD_FACTOR.maximum:,g}: "
+                      f"{MAX_LOAD_FACTOR.why}; got {load}")
+    check.require(not (config.target_offered_load and config.HasField("arrival_rate_scale")),
+                  f"{field}.arrival_rate_scale",
+                  "cannot be set with target_offered_load (set one of the two)")
     check.positive(config, "unshaped_after_failures", field, allow_zero=True)
     for i, seed in enumerate(config.seed):
         check.require(seed >= 0, f"{field}.seed[{i}]", f"must be >= 0, got {seed}")
     runs = len(run_specs(config))
     check.require(runs <= MAX_RUNS, field,
-                  f"forecaster x k1 x k2 x policy x seed gives {runs:,} simulations, at most "
+                  f"forecaster x k1 x k2 x policy x seed x target_offered_load gives {runs:,} "
+                  f"simulations, at most "
                   f"{MAX_RUNS:,} (each simulates the whole workload)")
 
 
