@@ -194,7 +194,8 @@ class ArimaUsageForecaster(UsageForecaster):
 class GaussianProcessUsageForecaster(UsageForecaster):
     """GP regression with [Pace18]'s history-dependent kernel (§III-A.2, eq. 4-8), through
     `predictors.peak.GaussianProcessForecaster`, hyperparameters by evidence maximization at
-    every interval. The GP predicts one step ahead; the interval's steps are forecast
+    every interval, each search started from the previous interval's optimum (a local
+    optimum near it, as the overcommit forecaster's). The GP predicts one step ahead; the interval's steps are forecast
     recursively, each mean appended to the history as if observed. Deviation ([Pace18] does
     not say how it forecasts several steps): each step's variance is the posterior variance
     at its pattern, without the uncertainty of the appended means.
@@ -212,13 +213,29 @@ class GaussianProcessUsageForecaster(UsageForecaster):
             pattern_length=pattern_length, num_history_samples=self.num_history_samples,
             min_fit_samples=self.min_fit_samples)
 
+    def forecast_windows(self, histories, starts, step_s):
+        """One fit per window, in order, each hyperparameter search started from the previous
+        window's optimum (the overcommit forecaster's warm start,
+        `predictors.peak.gp_forecaster.GaussianProcessSchedule`)."""
+        paths, previous = [], None
+        for history, start in zip(histories, starts):
+            path, fitted = self.forecast_from(history, int(start), step_s, previous)
+            paths.append(path)
+            previous = previous if fitted is None else fitted
+        return paths
+
     def forecast_interval(self, history, start, step_s):
+        return self.forecast_from(history, start, step_s, None)[0]
+
+    def forecast_from(self, history, start, step_s, initial):
+        """((mean, variance) float64[S] or None, the fitted log hyperparameters or None) of
+        the window before age `start`, the search started from `initial` (None: a guess)."""
         self.model.step_s = step_s
         step_us = int(step_s * US_PER_S)
         params = self.model.fit_hyperparameters(
-            np.arange(start - len(history), start) * step_us, history)
+            np.arange(start - len(history), start) * step_us, history, initial)
         if params is None:
-            return None
+            return None, None
         series, means, variances = list(history), [], []
         for ahead in range(self.horizon_steps):
             window = np.array(series[-self.num_history_samples:])
@@ -227,7 +244,7 @@ class GaussianProcessUsageForecaster(UsageForecaster):
             means.append(mean)
             variances.append(variance)
             series.append(mean)
-        return np.array(means), np.array(variances)
+        return (np.array(means), np.array(variances)), params
 
 
 def usage_ratio(workload: Workload, component: int, resource: int) -> np.ndarray:
