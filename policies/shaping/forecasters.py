@@ -195,10 +195,11 @@ class GaussianProcessUsageForecaster(UsageForecaster):
     """GP regression with [Pace18]'s history-dependent kernel (§III-A.2, eq. 4-8), through
     `predictors.peak.GaussianProcessForecaster`, hyperparameters by evidence maximization at
     every interval, each search started from the previous interval's optimum (a local
-    optimum near it, as the overcommit forecaster's). The GP predicts one step ahead; the interval's steps are forecast
-    recursively, each mean appended to the history as if observed. Deviation ([Pace18] does
-    not say how it forecasts several steps): each step's variance is the posterior variance
-    at its pattern, without the uncertainty of the appended means.
+    optimum near it, as the overcommit forecaster's). The GP predicts one step ahead; the
+    interval's steps are forecast recursively, each mean appended to the history as if
+    observed. Deviation ([Pace18] does not say how it forecasts several steps): each step's
+    variance is the posterior variance at its pattern, without the uncertainty of the
+    appended means.
 
     Args:
       pattern_length: h, past ratios in a pattern ([Pace18] eq. 5).

@@ -50,7 +50,6 @@ OVERLOAD_TOLERANCE = 1e-9
 FAILURE_MODELS = ("host", "component", "memory")
 KILLING_RESOURCES = {"host": [0, 1], "component": [0, 1], "memory": [1]}
 GROWTH_MODELS = ("always", "if_free")
-NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 @dataclasses.dataclass
@@ -221,9 +220,12 @@ class Simulation:
         """elastic_progress: the applications of `running` (ascending) advance by their
         running components; those whose work is done finish at t_end."""
         app = self.app_of[running]
-        first = np.flatnonzero(np.r_[True, app[1:] != app[:-1]]) if len(app) else NO_ROWS
+        if not len(app):
+            return
+        # `running` ascends, so each application's components are one run of `app`.
+        first = np.concatenate([[0], np.flatnonzero(app[1:] != app[:-1]) + 1])
         apps = app[first]
-        self.progress[apps] += np.diff(np.r_[first, len(app)])
+        self.progress[apps] += np.diff(np.append(first, len(app)))
         for a in apps[self.progress[apps] >= self.work[apps]]:
             self.finish_app(int(a), t_end)
 
@@ -393,10 +395,11 @@ class Simulation:
             alive = self.host[running] >= 0
             self.allocation[running[alive]] = self.granted(
                 running[alive], before[alive], decision.allocation[alive])
-        placed = self.host >= 0
+        placed = self.running()
+        host = self.host[placed]
         self.free = self.capacity - np.column_stack([
-            np.bincount(self.host[placed], self.allocation[placed, r],
-                        minlength=len(self.capacity)) for r in range(2)])
+            np.bincount(host, self.allocation[placed, r], minlength=len(self.capacity))
+            for r in range(2)])
         self._dirty = True
 
     def granted(self, components: np.ndarray, before: np.ndarray, wanted: np.ndarray):

@@ -57,8 +57,8 @@ def first_takes(capacity, host, target, elastic, by_host, tight, bad) -> np.ndar
         return rows
     on = host[rows]
     taken = np.cumsum(target[rows], axis=0)
-    start = np.flatnonzero(np.r_[True, on[1:] != on[:-1]])
-    before = np.repeat(taken[start] - target[rows[start]], np.diff(np.r_[start, len(rows)]),
+    start = np.concatenate([[0], np.flatnonzero(on[1:] != on[:-1]) + 1])
+    before = np.repeat(taken[start] - target[rows[start]], np.diff(np.append(start, len(rows))),
                        axis=0)
     free = capacity[on] - (taken - before)
     bad[rows] = np.where(elastic[rows], np.any(free <= 0, axis=1), np.any(free < 0, axis=1))
