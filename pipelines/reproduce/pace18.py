@@ -239,7 +239,7 @@ PAPER = Paper(
               "Resource Shaping for Compute Clusters. 2018.",
     summary="The paper simulates 150,000 applications sampled from public traces on 250 hosts "
             "of 32 cores and 128 GB for about three months, monitoring usage every minute. "
-            "Here the synthetic trace gives 75 applications on 2 hosts (about 8 × 1 day) and "
+            "Here the synthetic trace (8 machines, 1 day) gives 75 applications on 2 hosts and "
             "the Azure readings 50 single-VM applications on one 8-core host (CPU only), "
             "shaped every hour (synthetic) or 6 hours (Azure) on 5-minute maxima. Each claim "
             "is checked under two readings of a failure: the host's total usage above its "

@@ -126,9 +126,10 @@ def _tables_section(tables: Sequence[Tuple[str, pd.DataFrame]]) -> List[str]:
     return lines
 
 
-def write_page(paper, outcomes: Sequence[Outcome], runs, figures, tables,
-               docs_dir: str) -> pathlib.Path:
-    """Writes <docs_dir>/reproduce/<key>.md; returns its path."""
+def write_page(paper, outcomes: Sequence[Outcome], runs, figures, tables, docs_dir: str,
+               code: str) -> pathlib.Path:
+    """Writes <docs_dir>/reproduce/<key>.md (`code`: the commit the runs ran, `commit()`
+    when they started); returns its path."""
     directory = pathlib.Path(docs_dir) / "reproduce"
     directory.mkdir(parents=True, exist_ok=True)
     by_verdict = counts(outcomes)
@@ -143,7 +144,7 @@ def write_page(paper, outcomes: Sequence[Outcome], runs, figures, tables,
              " run it again rather than editing this page.", "",
              markdown_table(["", ""], [
                  ["fleetcast version", run_pipeline.fleetcast_version()],
-                 ["commit", commit()], ["date", date], ["mode", mode],
+                 ["commit", code], ["date", date], ["mode", mode],
                  ["verdicts", counts_text(by_verdict)]]), "",
              paper.summary, ""]
     if runs.quick:

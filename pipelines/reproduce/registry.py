@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from pipelines.reproduce import barbalho23, bashir21, ling25, ling25ext, pace18
 from pipelines.reproduce.claims import check
-from pipelines.reproduce.page import counts, counts_text, write_index, write_page
+from pipelines.reproduce.page import commit, counts, counts_text, write_index, write_page
 from pipelines.reproduce.runs import Runs
 
 _LOG = logging.getLogger("fleetcast.reproduce")
@@ -28,6 +28,7 @@ def reproduce(key: str, quick: bool = False, output_dir: Optional[str] = None,
     writes <docs_dir>/reproduce/<key>.md with its figures, and rebuilds the index; returns
     the pages written."""
     keys = list(PAPERS) if key == ALL else [key]
+    code = commit()
     runs = Runs(output_dir or default_output_dir(key, quick), quick)
     pages = []
     for paper in (PAPERS[k] for k in keys):
@@ -40,7 +41,7 @@ def reproduce(key: str, quick: bool = False, output_dir: Optional[str] = None,
         for old in figure_dir.glob("*.png"):
             old.unlink()
         figures = paper.figures(runs, figure_dir)
-        page = write_page(paper, outcomes, runs, figures, paper.tables(runs), docs_dir)
+        page = write_page(paper, outcomes, runs, figures, paper.tables(runs), docs_dir, code)
         _LOG.info("reproduce: %s: %s (%.0f s): %s", paper.key,
                      counts_text(counts(outcomes)), time.time() - started, page)
         pages.append(page)

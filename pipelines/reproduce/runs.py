@@ -67,6 +67,10 @@ def missing_inputs(config) -> list:
     return [str(p) for p in run_config.validate(config, check_inputs=True)]
 
 
+def _days(days: float) -> str:
+    return f"{days:g} day{'' if days == 1 else 's'}"
+
+
 @dataclasses.dataclass
 class Result:
     """A published run: its directory, its config and its wall time (s)."""
@@ -95,7 +99,7 @@ class Result:
         its input files' names."""
         which, source = self._source()
         if which == "synthetic":
-            return f"synthetic, {source.machines} machines × {source.days:g} days"
+            return f"synthetic, {source.machines} machines × {_days(source.days)}"
         return f"{which} " + ", ".join(pathlib.PurePath(value).name for field, value in
                                        source.ListFields()
                                        if isinstance(value, str) and field.name != "pool")
@@ -104,7 +108,7 @@ class Result:
         """What the run read: its source's inputs and the rows read from each."""
         which, source = self._source()
         if which == "synthetic":
-            return (f"synthetic trace, {source.machines} machines × {source.days:g} days, "
+            return (f"synthetic trace, {source.machines} machines × {_days(source.days)}, "
                     f"seed {source.seed}")
         counts = self.sql("SELECT \"table\", sum(read) AS n FROM source_counts GROUP BY ALL")
         rows = dict(zip(counts["table"], counts["n"]))
