@@ -54,9 +54,9 @@ def _n_sigma_margin(frame):
     """N-sigma's mean violation rate minus the lower of borg-default's and RC-like's."""
     rate = dict(zip(frame["predictor"], frame["rate"]))
     others = min(rate[BORG], rate[RC])
-    return Measurement(rate[NSIGMA] - others, f"N-sigma {rate[NSIGMA]:.3f} vs "
-                                              f"borg-default {rate[BORG]:.3f}, RC-like "
-                                              f"{rate[RC]:.3f}")
+    return Measurement(rate[NSIGMA] - others, f"{rate[NSIGMA] - others:+.3f} (N-sigma "
+                                              f"{rate[NSIGMA]:.3f}, borg-default "
+                                              f"{rate[BORG]:.3f}, RC-like {rate[RC]:.3f})")
 
 
 def _savings_ratio(frame):
