@@ -458,6 +458,11 @@ def _reproduce(args) -> int:
     from pipelines.reproduce.page import counts_text, read_marker
     from pipelines.reproduce.registry import reproduce  # the papers' modules only here
     configure_logging(quiet=args.quiet)
+    pages_dir = os.path.join(args.docs_dir, "reproduce")
+    try:  # before any run: an hour of runs must not end on a page it cannot write
+        os.makedirs(pages_dir, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{pages_dir}: cannot write the pages: {e.strerror or e}") from None
     started = time.time()
     with worker_guard.ended_by_signals():
         pages = reproduce(args.paper, args.quick, args.output_dir, args.docs_dir)

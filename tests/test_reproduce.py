@@ -154,6 +154,17 @@ def test_markdown_cells_and_the_index(tmp_path):
     assert "In all: 2 reproduced, 4 not reproduced, 1 not comparable." in index
 
 
+def test_pages_that_cannot_be_written_fail_before_any_run(tmp_path):
+    (tmp_path / "docs").write_text("a file, not a directory")
+    done = subprocess.run([str(FLEETCAST), "reproduce", "Bashir21", "--output_dir",
+                           str(tmp_path / "runs"), "--docs_dir", str(tmp_path / "docs")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == (f"fleetcast: {tmp_path / 'docs' / 'reproduce'}: cannot write the "
+                           "pages: Not a directory\n")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_the_registry_holds_every_key():
     from pipelines.reproduce.registry import PAPERS
     assert tuple(PAPERS) == KEYS
