@@ -3,6 +3,7 @@
     fleetcast run CONFIG [--output_dir DIR] [any Beam pipeline option]
     fleetcast validate CONFIG [CONFIG ...]
     fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
+    fleetcast reproduce PAPER [--quick] [--output_dir DIR] [--docs_dir DIR]
     fleetcast --version
 
 Beam options (--runner, --direct_num_workers, --direct_running_mode, Dataflow, Flink, Spark
@@ -45,7 +46,7 @@ EXIT_INTERRUPTED = 130
 DESCRIPTION = """\
 Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement, shaping):
 run a config, check configs, estimate what a config's BigQuery reads scan, query or report
-on a run's results, or write a synthetic trace."""
+on a run's results, write a synthetic trace, or check a paper's claims."""
 
 EPILOG = """\
 synopsis:
@@ -55,6 +56,7 @@ synopsis:
   fleetcast query RESULTS_DIR "SQL" [--format table|csv]
   fleetcast report RESULTS_DIR [--out DIR]
   fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
+  fleetcast reproduce PAPER [--quick] [--output_dir DIR] [--docs_dir DIR]
 
 `run` passes every Beam pipeline option (--runner=DataflowRunner, --direct_num_workers=2,
 ...) through unchanged. `fleetcast COMMAND --help` describes a command and its defaults."""
@@ -140,6 +142,7 @@ def _parser():
     _add_estimate(commands)
     _add_query(commands)
     _add_report(commands)
+    _add_reproduce(commands)
     return parser, run
 
 
@@ -196,6 +199,32 @@ def _add_report(commands):
                         help="a results directory written by `fleetcast run`")
     report.add_argument("--out", metavar="DIR",
                         help="where report.html and figures/ go (default: RESULTS_DIR/report)")
+
+
+def _add_reproduce(commands):
+    from pipelines.reproduce import KEYS
+    reproduce = commands.add_parser(
+        "reproduce", help="check a paper's claims: run its configs, write its page",
+        formatter_class=_HelpFormatter,
+        description="Runs the configs of PAPER (one run after the other; `all`: every paper,\n"
+                    "a config shared by two papers run once) and writes DOCS_DIR/reproduce/\n"
+                    "PAPER.md: each claim of the paper that fleetcast checks, the paper's\n"
+                    "number, fleetcast's, the data, the rule and its verdict, then figures\n"
+                    "and tables; DOCS_DIR/reproduce/index.md summarises every page present.",
+        epilog="examples:\n  fleetcast reproduce Bashir21\n"
+               "  fleetcast reproduce all --quick --output_dir /tmp/repro --docs_dir /tmp/docs")
+    reproduce.add_argument("paper", metavar="PAPER", choices=(*KEYS, "all"),
+                           help=f"a paper's key ({', '.join(KEYS)}) or all")
+    reproduce.add_argument("--quick", action="store_true",
+                           help="small inputs (a few minutes for all): checks that every claim "
+                                "is computed; its numbers are not results")
+    reproduce.add_argument("--output_dir", metavar="DIR",
+                           help="where the runs go, one directory per config (default: "
+                                "results/reproduce/PAPER, -quick appended with --quick)")
+    reproduce.add_argument("--docs_dir", metavar="DIR", default="docs",
+                           help="the pages go to DIR/reproduce/")
+    reproduce.add_argument("-q", "--quiet", action="store_true",
+                           help="log warnings and errors only (no progress lines)")
 
 
 def _add_synth(commands):
@@ -443,6 +472,25 @@ def _flat(table):
     return table
 
 
+def _reproduce(args) -> int:
+    from pipelines.reproduce.page import counts_text, read_marker
+    from pipelines.reproduce.registry import reproduce  # the papers' modules only here
+    configure_logging(quiet=args.quiet)
+    pages_dir = os.path.join(args.docs_dir, "reproduce")
+    try:  # before any run: an hour of runs must not end on a page it cannot write
+        os.makedirs(pages_dir, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{pages_dir}: cannot write the pages: {e.strerror or e}") from None
+    started = time.time()
+    with worker_guard.ended_by_signals():
+        pages = reproduce(args.paper, args.quick, args.output_dir, args.docs_dir)
+    for page in pages:
+        print(f"{page.stem}: {counts_text(read_marker(page)['counts'])}: {page}")
+    print(f"fleetcast reproduce {args.paper}{' --quick' if args.quick else ''}: {len(pages)} "
+          f"pages in {time.time() - started:.0f} s; index {pages[0].parent / 'index.md'}")
+    return 0
+
+
 def _estimate(args) -> int:
     from pipelines.estimate import estimate, format_estimates
     config = run_config.load_config(args.config)
@@ -486,6 +534,8 @@ def main(argv=None) -> int:
             return _report(args)
         if args.command == "estimate":
             return _estimate(args)
+        if args.command == "reproduce":
+            return _reproduce(args)
         return _synth(args)
     except run_config.ConfigError as e:
         print_config_error(e)

@@ -43,13 +43,21 @@ def site(tmp_path_factory):
 
 
 def nav_titles(items=None) -> list:
-    """The page titles of mkdocs.yml's nav, in order (sections flattened)."""
+    """The page titles of mkdocs.yml's nav, in order (sections flattened; a section whose
+    first page is an index.md shows that page under the section's title, the Material
+    theme's navigation.indexes)."""
     if items is None:
         items = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
     titles = []
     for item in items:
         ((title, target),) = item.items()
-        titles += nav_titles(target) if isinstance(target, list) else [title]
+        if not isinstance(target, list):
+            titles.append(title)
+            continue
+        children = nav_titles(target)
+        if next(iter(target[0].values())).endswith("index.md"):
+            children[0] = title
+        titles += children
     return titles
 
 

@@ -171,12 +171,15 @@ def check_samples(pool: str, start_us: int, end_us: int, config):
             "(start_time_us, end_time_us)")
 
 
-def pool_inputs(instances: pa.Table, config) -> List[PoolInput]:
-    """Every pool's `PoolInput` of a trace with no machines table (hosts from the config,
-    as for the Azure vmtable), instance rows kept: what the stage replays, for scripts that
-    replay a run's pools again outside the pipeline."""
+def pool_inputs(instances: pa.Table, config,
+                machines: Optional[pa.Table] = None) -> List[PoolInput]:
+    """Every pool's `PoolInput`, instance rows kept: what the stage replays, for code that
+    replays a run's pools again outside the pipeline. Hosts come from the config, else from
+    `machines` (the run's machines table)."""
+    machines_of = dict(split_by_pool(machines)) if machines is not None else {}
     pools = []
     for pool, rows in split_by_pool(instances):
-        element = (pool, {"instances": [rows], "machines": []})
+        element = (pool, {"instances": [rows],
+                          "machines": [machines_of[pool]] if pool in machines_of else []})
         pools += [value for tag, value in prepare_pool(element, config, True) if tag == POOLS]
     return pools

@@ -1,0 +1,246 @@
+"""`fleetcast reproduce`: the verdict rules on hand-made numbers, claims that cannot be
+compared, the pages and the index; and `fleetcast reproduce all --quick` run as a user runs
+it, every page written with a computed verdict for every claim."""
+
+import math
+import pathlib
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from pipelines.reproduce import KEYS, claims, page, runs
+from pipelines.reproduce.claims import (
+    NOT_COMPARABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Claim,
+    NotComparable,
+    Sql,
+    Verdict,
+)
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
+CLAIM_ROW = re.compile(r"^\| \d+\. ")
+
+
+def outcome(rule, paper, fleetcast):
+    return rule.verdict(paper, fleetcast).outcome
+
+
+@pytest.mark.parametrize("paper, fleetcast, expected", [
+    (6.5, 3.25, REPRODUCED), (6.5, 13.0, REPRODUCED), (6.5, 3.2, NOT_REPRODUCED),
+    (6.5, 13.1, NOT_REPRODUCED), (6.5, -6.5, NOT_REPRODUCED), (-1.1, -0.6, REPRODUCED),
+    (0.0, 0.0, REPRODUCED), (1.0, 0.0, NOT_REPRODUCED), (0.0, 0.5, NOT_REPRODUCED)])
+def test_within_a_factor_needs_the_same_sign(paper, fleetcast, expected):
+    assert outcome(claims.within_factor(2), paper, fleetcast) == expected
+
+
+def test_the_tolerance_rules_include_their_bound():
+    within = claims.within(0.05)
+    assert outcome(within, 0.99, 0.94) == REPRODUCED
+    assert outcome(within, 0.99, 1.04) == REPRODUCED
+    assert outcome(within, 0.99, 0.93) == NOT_REPRODUCED
+    at_least = claims.at_least(1.0, " pp")
+    assert at_least.text == "fleetcast ≥ paper − 1 pp"
+    assert outcome(at_least, 3.0, 2.0) == REPRODUCED
+    assert outcome(at_least, 3.0, 1.99) == NOT_REPRODUCED
+    assert outcome(claims.at_most(5.0, " pp"), 0.0, 5.0) == REPRODUCED
+    assert outcome(claims.at_most(5.0, " pp"), 0.0, 5.01) == NOT_REPRODUCED
+    assert outcome(claims.above(), 1.0, 1.0) == NOT_REPRODUCED
+    assert outcome(claims.above(), 1.0, 1.01) == REPRODUCED
+
+
+def test_signs_and_orderings():
+    assert outcome(claims.same_sign(), -1.0, -0.2) == REPRODUCED
+    assert outcome(claims.same_sign(), -1.0, 0.0) == NOT_REPRODUCED
+    assert outcome(claims.same_sign(), -1.0, 0.3) == NOT_REPRODUCED
+    order = ("lava", "nilas", "la_binary")
+    assert outcome(claims.same_order(), order, ("lava", "nilas", "la_binary")) == REPRODUCED
+    assert outcome(claims.same_order(), order, ("nilas", "lava", "la_binary")) == NOT_REPRODUCED
+    assert outcome(claims.same_first(), ("max",), ("max", "rc", "borg")) == REPRODUCED
+    assert outcome(claims.same_first(), ("max",), ("borg", "max")) == NOT_REPRODUCED
+
+
+def test_an_undefined_number_is_not_comparable_and_says_why():
+    verdict = claims.within(0.1).verdict(0.8, math.nan)
+    assert verdict.outcome == NOT_COMPARABLE and "NaN" in verdict.reason
+    with pytest.raises(ValueError, match="reason"):
+        Verdict(NOT_COMPARABLE)
+    with pytest.raises(ValueError, match="unknown verdict"):
+        Verdict("roughly")
+
+
+def test_reducers():
+    ranked = claims.ordering(("a", "b", "c"), "{:.1f}")(
+        pd.DataFrame({"name": ["a", "b", "c"], "value": [1.0, 3.0, 2.0]}))
+    assert ranked.value == ("b", "c", "a") and ranked.text == "b (3.0) > c (2.0) > a (1.0)"
+    rising = claims.ordering(("a", "b"), "{:.1f}", ascending=True)(
+        pd.DataFrame({"name": ["a", "b"], "value": [2.0, 1.0]}))
+    assert rising.value == ("b", "a") and rising.text == "b (1.0) < a (2.0)"
+    with pytest.raises(NotComparable, match="no name c"):
+        claims.ordering(("a", "c"))(pd.DataFrame({"name": ["a"], "value": [1.0]}))
+    assert claims.scalar("{:.2f}", 100)(pd.DataFrame({"x": [0.1234]})).text == "12.34"
+    assert math.isnan(claims.scalar()(pd.DataFrame({"x": [None]})).value)
+
+
+class _FakeRuns:
+    """Runs with one skipped config and one whose query returns `frame`."""
+
+    def __init__(self, frame):
+        self.frame = frame
+
+    def skipped(self, name):
+        return "configs/absent.textproto was not run: no file" if name == "absent" else None
+
+    def result(self, name):
+        frame = self.frame
+
+        class Result:
+            def sql(self, sql):
+                return frame
+        return Result()
+
+    def result_dir(self, name):
+        return f"/results/{name}"
+
+
+TWO_DECIMALS = claims.scalar("{:.2f}")
+
+
+def _claim(config, reduce=TWO_DECIMALS):
+    return Claim("a claim", "§1", 1.0, "1.0", Sql(config, "SELECT 1", reduce),
+                 claims.within(0.1))
+
+
+def test_check_computes_a_verdict_or_says_why_it_cannot():
+    done = claims.check(_claim("demo"), _FakeRuns(pd.DataFrame({"x": [1.05]})))
+    assert (done.verdict.outcome, done.fleetcast_text) == (REPRODUCED, "1.05")
+    assert done.how == '`fleetcast query /results/demo "SELECT 1"`'
+    skipped = claims.check(_claim("absent"), _FakeRuns(pd.DataFrame({"x": [1.0]})))
+    assert skipped.verdict == Verdict(NOT_COMPARABLE, "configs/absent.textproto was not "
+                                                      "run: no file")
+    empty = claims.check(_claim("demo"), _FakeRuns(pd.DataFrame({"x": []})))
+    assert empty.verdict == Verdict(NOT_COMPARABLE, "the demo run has no rows for this query")
+
+
+def test_a_config_whose_input_is_absent_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    (tmp_path / "absent.textproto").write_text(
+        f'name: "absent" azure_v1 {{ vmtable: "{tmp_path}/vmtable.csv.gz" }}')
+    monkeypatch.setattr(runs, "CONFIG_DIR", tmp_path)
+    done = runs.Runs(str(tmp_path / "out"), quick=False)
+    done.run(runs.RunSpec("absent.textproto", lambda config: None, ""))
+    assert done.skipped("absent") == (
+        f"configs/absent.textproto was not run: azure_v1.vmtable: no file matches "
+        f"'{tmp_path}/vmtable.csv.gz'")
+    assert not (tmp_path / "out").exists()
+
+
+def test_markdown_cells_and_the_index(tmp_path):
+    assert page.markdown_table(["a|b"], [["x\ny | z"]]) == "| a\\|b |\n|---|\n| x y \\| z |"
+    directory = tmp_path / "reproduce"
+    directory.mkdir()
+    for key, found in (("B", {REPRODUCED: 2, NOT_REPRODUCED: 1, NOT_COMPARABLE: 0}),
+                       ("A", {REPRODUCED: 0, NOT_REPRODUCED: 3, NOT_COMPARABLE: 1})):
+        marker = ('{"counts": ' + str(found).replace("'", '"')
+                  + f', "date": "d", "key": "{key}", "quick": true}}')
+        (directory / f"{key}.md").write_text(f"# {key}\n\n<!-- fleetcast-reproduce {marker} "
+                                             "-->\n")
+    (directory / "notes.md").write_text("# not a page of fleetcast reproduce\n")
+    index = page.write_index(str(tmp_path), {"A": "Paper A", "B": "Paper B"}).read_text()
+    assert "| [A](A.md) | Paper A | --quick | d | 0 | 3 | 1 |" in index
+    assert "| [B](B.md) | Paper B | --quick | d | 2 | 1 | 0 |" in index
+    assert "notes" not in index
+    assert "In all: 2 reproduced, 4 not reproduced, 1 not comparable." in index
+
+
+def test_pages_that_cannot_be_written_fail_before_any_run(tmp_path):
+    (tmp_path / "docs").write_text("a file, not a directory")
+    done = subprocess.run([str(FLEETCAST), "reproduce", "Bashir21", "--output_dir",
+                           str(tmp_path / "runs"), "--docs_dir", str(tmp_path / "docs")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == (f"fleetcast: {tmp_path / 'docs' / 'reproduce'}: cannot write the "
+                           "pages: Not a directory\n")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_registry_holds_every_key():
+    from pipelines.reproduce.registry import PAPERS
+    assert tuple(PAPERS) == KEYS
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """`fleetcast reproduce all --quick` into a temporary directory, from the repository root
+    as the README says: (completed process, output root, docs directory)."""
+    root = tmp_path_factory.mktemp("reproduce")
+    docs = root / "docs"
+    done = subprocess.run([str(FLEETCAST), "reproduce", "all", "--quick", "--output_dir",
+                           str(root / "runs"), "--docs_dir", str(docs), "-q"], cwd=REPO,
+                          capture_output=True, text=True, timeout=1800)
+    return done, root / "runs", docs
+
+
+def _claim_rows(text: str) -> list:
+    rows = []
+    for line in text.splitlines():
+        if CLAIM_ROW.match(line):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            rows.append(cells)
+    return rows
+
+
+def test_reproduce_all_quick_writes_every_page_with_every_verdict(quick_run):
+    done, _, docs = quick_run
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"fleetcast reproduce all --quick: 5 pages in \d+ s; index "
+                        + re.escape(str(docs / "reproduce" / "index.md")), last), last
+    index = (docs / "reproduce" / "index.md").read_text()
+    for key in KEYS:
+        text = (docs / "reproduce" / f"{key}.md").read_text()
+        marker = page.read_marker(docs / "reproduce" / f"{key}.md")
+        assert marker["key"] == key and marker["quick"] is True
+        rows = _claim_rows(text)
+        assert len(rows) == sum(marker["counts"].values()) > 0
+        for cells in rows:
+            assert len(cells) == 6 and all(cells), cells
+            verdict = cells[5]
+            assert verdict in (REPRODUCED, NOT_REPRODUCED) or verdict.startswith(
+                NOT_COMPARABLE + ": "), cells
+        for figure in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text):
+            assert (docs / "reproduce" / figure).is_file(), figure
+        counts = " | ".join(str(marker["counts"][v]) for v in claims.VERDICTS)
+        assert f"| [{key}]({key}.md) |" in index and f"| {counts} |" in index
+        assert f"{key}: " in done.stdout
+
+
+def test_quick_pages_say_what_was_skipped_and_why(quick_run):
+    _, _, docs = quick_run
+    text = (docs / "reproduce" / "Pace18.md").read_text()
+    assert "configs/azure_shaping.textproto was not run: --quick leaves out" in text
+    assert "| --quick (small inputs" in text
+
+
+def test_lava_limits_replays_lava_as_the_run_did(quick_run):
+    """The script's plain-LAVA cells are the run's own LAVA replays (same pool, source)."""
+    from pipelines.query import query
+    from pipelines.report import read_config
+    from pipelines.reproduce.lava_limits import OWN, lava_limits
+    _, root, _ = quick_run
+    results = str(root / "azure_placement")
+    rows = lava_limits(results, read_config(results))
+    run = query(results, "SELECT lifetime_source, empty_hosts_pct FROM placement_summary "
+                         "WHERE policy = 'lava' AND defrag = 'none'").to_pandas()
+    run = dict(zip(run["lifetime_source"], run["empty_hosts_pct"]))
+    own = rows[rows["classes"] == OWN].set_index("exits")["empty_hosts_pct"]
+    assert own["oracle"] == run["oracle"]
+    assert own["uptime_model"] == run["uptime_model"]
+    printed = subprocess.run([sys.executable, "scripts/lava_limits.py", results], cwd=REPO,
+                             capture_output=True, text=True, timeout=600)
+    assert printed.returncode == 0, printed.stderr
+    assert f"| {OWN} | {own['uptime_model']:.2f} (" in printed.stdout
