@@ -228,3 +228,29 @@ def test_the_semantics_options_through_the_cli(tmp_path, options, failures, fini
         assert list(optimistic.turnaround_s) == finish_s
     baseline = apps[apps.policy == "baseline"].sort_values("app_id")
     assert list(baseline.turnaround_s) == [20 * 300, 39 * 300] and baseline.failures.sum() == 0
+
+
+def test_elastic_progress_oracle_forecasts_the_replayed_series():
+    """elastic_progress replays a series cyclically, so the oracle's peak over an interval
+    that crosses the series' end holds its next start. One host of 4 x 4; one application:
+    a core component of 4 x 4 for 6 steps using 1 x 1 except 3 memory at age 0, and an
+    elastic one of 8 x 8 that never fits, so the core one does the 2 x 6 steps of work alone
+    (series ages 0-5, 0-5). Oracle, K1 = K2 = 0, shaping every 4 steps, memory failure
+    model: at step 4 (age 4) the allocation is the peak over ages 4, 5, 0, 1: 3."""
+    core = np.column_stack([np.ones(6), np.r_[3.0, np.ones(5)]])
+    workload = Workload.from_series(300, [0], [0], [2], [[4, 4], [8, 8]], [False, True],
+                                    [core, np.ones((6, 2))])
+    cluster = Cluster.homogeneous(4, 4, 1)
+    forecaster = OracleForecaster(interval_steps=INTERVAL, cyclic=True)
+    policy = Optimistic().fit(workload, forecast_workload(workload, forecaster), INTERVAL)
+    result = simulate(workload, cluster, policy, INTERVAL, failure_model="memory",
+                      elastic_progress=True)
+    assert list(result.failed_components) == [0] and list(result.finish_step) == [12]
+    np.testing.assert_array_equal(policy.targets(np.zeros(6, dtype=np.int64),
+                                                 np.arange(6))[:, 1], [3, 1, 1, 3, 3, 3])
+    # Forecasts that end with the series (no replay) leave the step-6 wrap at 1: killed.
+    ending = OracleForecaster(interval_steps=INTERVAL)
+    policy = Optimistic().fit(workload, forecast_workload(workload, ending), INTERVAL)
+    result = simulate(workload, cluster, policy, INTERVAL, failure_model="memory",
+                      elastic_progress=True, max_steps=7)
+    assert list(result.failed_components) == [1]

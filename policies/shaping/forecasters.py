@@ -92,18 +92,22 @@ class UsageForecaster:
       num_history_samples: most recent ratios a model is fitted on.
       min_fit_samples: shortest history a model is fitted on.
       uncertainty: 'variance' ([Pace18]'s V) or 'std'.
+      cyclic: series replay cyclically (the simulator's `elastic_progress`): past a series'
+        end it starts again, so forecasts go on there (the oracle's wraps) instead of ending.
     """
 
     name = "forecaster"
 
     def __init__(self, interval_steps: int = 12, num_history_samples: int = 10,
-                 min_fit_samples: int = 10, uncertainty: str = "variance"):
+                 min_fit_samples: int = 10, uncertainty: str = "variance",
+                 cyclic: bool = False):
         if uncertainty not in ("variance", "std"):
             raise ValueError(f"uncertainty must be 'variance' or 'std', got {uncertainty!r}")
         self.interval_steps = interval_steps
         self.num_history_samples = num_history_samples
         self.min_fit_samples = min_fit_samples
         self.uncertainty = uncertainty
+        self.cyclic = cyclic
 
     @property
     def horizon_steps(self) -> int:
@@ -118,7 +122,8 @@ class UsageForecaster:
 
     def forecast_series(self, ratio: np.ndarray, step_s: float):
         """(starts int64[F], mean, uncertainty float64[F, H], fits) for one series; NaN =
-        no forecast, and past the series' end the mean is -inf and the uncertainty 0."""
+        no forecast, and past the series' end (unless `cyclic`) the mean is -inf and the
+        uncertainty 0."""
         starts = self.fit_starts(len(ratio))
         mean = np.full((len(starts), self.horizon_steps), np.nan)
         variance = np.full((len(starts), self.horizon_steps), np.nan)
@@ -132,7 +137,16 @@ class UsageForecaster:
             if path is not None:
                 mean[row], variance[row] = path
         spread = variance if self.uncertainty == "variance" else np.sqrt(variance)
-        return (starts,) + past_the_end(starts, len(ratio), mean, spread) + (len(paths),)
+        return (starts,) + self.past_the_end(starts, len(ratio), mean, spread) + (len(paths),)
+
+    def past_the_end(self, starts: np.ndarray, length: int, mean: np.ndarray,
+                     spread: np.ndarray):
+        """(mean, spread) with the steps at ages >= `length` marked (mean -inf, spread 0),
+        or unchanged when series replay cyclically."""
+        if self.cyclic:
+            return mean, spread
+        beyond = starts[:, None] + np.arange(mean.shape[1])[None, :] >= length
+        return np.where(beyond, -np.inf, mean), np.where(beyond, 0.0, spread)
 
     def forecast_windows(self, histories: List[np.ndarray], starts: np.ndarray, step_s: float):
         """(mean, variance) float64[S] or None per window: one fit each (batched by the
@@ -145,7 +159,8 @@ class UsageForecaster:
 
 
 class OracleForecaster(UsageForecaster):
-    """The true future usage ([Pace18] §IV-B's oracle): mean = the ratio itself, no uncertainty."""
+    """The true future usage ([Pace18] §IV-B's oracle): mean = the ratio itself, no
+    uncertainty; past the series' end the series again when `cyclic`."""
 
     name = "oracle"
 
@@ -155,9 +170,9 @@ class OracleForecaster(UsageForecaster):
     def forecast_series(self, ratio: np.ndarray, step_s: float):
         starts = self.fit_starts(len(ratio))
         ages = starts[:, None] + np.arange(self.horizon_steps)[None, :]
-        mean = ratio[np.minimum(ages, len(ratio) - 1)]
-        return (starts,) + past_the_end(starts, len(ratio), mean,
-                                        np.zeros_like(mean)) + (0,)
+        mean = ratio[ages % len(ratio) if self.cyclic else np.minimum(ages, len(ratio) - 1)]
+        return (starts,) + self.past_the_end(starts, len(ratio), mean,
+                                             np.zeros_like(mean)) + (0,)
 
 
 class ArimaUsageForecaster(UsageForecaster):
@@ -260,12 +275,6 @@ def series_representatives(workload: Workload) -> np.ndarray:
     """int64[S] one component per distinct usage series (the first with that offset)."""
     _, first = np.unique(workload.offset, return_index=True)
     return np.sort(first)
-
-
-def past_the_end(starts: np.ndarray, length: int, mean: np.ndarray, spread: np.ndarray):
-    """(mean, spread) with the steps at ages >= `length` marked: mean -inf, spread 0."""
-    beyond = starts[:, None] + np.arange(mean.shape[1])[None, :] >= length
-    return np.where(beyond, -np.inf, mean), np.where(beyond, 0.0, spread)
 
 
 def forecast_workload(workload: Workload, forecaster: UsageForecaster,

@@ -26,7 +26,8 @@ def _common(config) -> dict:
     return {"interval_steps": config.shaping_interval_steps,
             "num_history_samples": config.num_history_samples,
             "min_fit_samples": config.min_fit_samples,
-            "uncertainty": "std" if config.uncertainty_std else "variance"}
+            "uncertainty": "std" if config.uncertainty_std else "variance",
+            "cyclic": config.elastic_progress}
 
 
 SHAPING_FORECASTERS = Registry("shaping forecaster")
