@@ -357,6 +357,10 @@ class Simulation:
 
     def place_elastic(self, components):
         """Places each elastic component first fit, or leaves it waiting."""
+        if len(components) and np.any(self.workload.request[components].min(axis=0)
+                                      > self.free.max(axis=0)):
+            self.waiting_elastic.update(int(c) for c in components)  # none fits anywhere
+            return
         for c in components:
             host = first_fit(self.free, self.workload.request[c])
             if host >= 0:
