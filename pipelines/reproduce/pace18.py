@@ -338,7 +338,7 @@ PAPER = Paper(
               "Resource Shaping for Compute Clusters. 2018.",
     summary="The paper simulates 150,000 applications sampled from public traces on 250 hosts "
             "of 32 cores and 128 GB for about three months, monitoring usage every minute. "
-            "Here configs/shaping_002.textproto runs that setup on 10 hosts with 1,500 "
+            "Here configs/shaping_002.textproto runs that setup on 5 hosts with 750 "
             "applications per run (the synthetic trace's jobs, 10 seeds, three offered loads, "
             "one-minute monitoring, the simulator's semantics; the full size is "
             "configs/shaping_002_full.textproto); besides, the synthetic trace (8 machines, "
