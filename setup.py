@@ -37,7 +37,6 @@ setuptools.setup(
         "protobuf>=6.33.5,<7",
         "pyarrow",
         "scipy",
-        "statsmodels",
     ],
     extras_require={
         "dask": ["apache-beam[dask]", "distributed"],
@@ -66,6 +65,8 @@ setuptools.setup(
             # tests/test_report.py drives Debian's chromium + chromium-driver
             # (scripts/setup_venv.sh installs them).
             "selenium",
+            # tests/test_arima.py checks the closed-form ARIMA against statsmodels.
+            "statsmodels",
         ],
     },
     entry_points={"console_scripts": ["fleetcast = pipelines.cli:main"]},

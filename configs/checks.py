@@ -73,10 +73,10 @@ UPPER_BOUNDS = {
     # An ARIMA refit forecasts refit_every_steps steps at once.
     "refit_every_steps": Limit(WEEK_OF_SAMPLES, "steps (a week of 5-minute steps)",
                                "a refit forecasts this many steps at once"),
-    # ARIMA orders (p, d, q): statsmodels' state-space fit holds matrices of about
-    # (p + d + q)^2 values per sample (p = 100,000 asks for 75 GB).
-    **{name: Limit(48, "", "4 hours of 5-minute lags; an ARIMA fit holds matrices of about "
-                   "(p + d + q)^2 values per sample") for name in ("p", "d", "q")},
+    # The AR order p of ARIMA(p, 1, 0) (predictors/peak/arima.py): a fit solves a p x p system
+    # per window and needs 2p + 2 samples (p = 100,000 asks for 80 GB of normal equations).
+    "p": Limit(48, "", "4 hours of 5-minute lags; an ARIMA fit solves a p x p system per "
+               "window of at least 2p + 2 samples"),
 }
 
 # BigQuery naming rules (cloud.google.com/bigquery/docs/datasets, .../tables, and

@@ -560,6 +560,9 @@ _SHAPING_KEY = [
            "baseline)"),
     column("policy", pa.string(), "baseline, optimistic or pessimistic", nullable=False),
 ]
+_TARGET_LOAD = column("target_offered_load", pa.float64(), "the run's target offered load "
+                      "(ShapingConfig.target_offered_load; null: the config's "
+                      "arrival_rate_scale)")
 _SEED = column("seed", pa.int64(), "the run's seed (elastic marking, sampled workload, "
                "overload victims' order)", nullable=False)
 SHAPING_APPLICATION_COLUMNS = [
@@ -588,6 +591,7 @@ SHAPING_APPLICATION_COLUMNS = [
            "of fully preempted applications included)", nullable=False),
     column("work_lost_s", pa.float64(), "component-seconds of work lost to kills and "
            "preemptions", nullable=False),
+    _TARGET_LOAD,
 ]
 SHAPING_APPLICATIONS = table(
     "one row per application of every shaping run ([Pace18] §IV-A metrics)",
@@ -612,7 +616,8 @@ SHAPING_RUNS = table("one row per shaping simulation", _SHAPING_KEY + [
            "applications, seconds"),
     column("median_turnaround_s", pa.float64(), "median of the same, seconds"),
     column("turnaround_speedup_vs_baseline", pa.float64(), "the baseline's mean turnaround "
-           "(same seed) / this run's: [Pace18] Fig. 3's turnaround ratio, > 1 is better"),
+           "(same seed and target load) / this run's: [Pace18] Fig. 3's turnaround ratio, > 1 "
+           "is better"),
     column("mean_cpu_slack_pct", pa.float64(), "mean over applications of cpu_slack_pct"),
     column("mean_memory_slack_pct", pa.float64(), "mean over applications of "
            "memory_slack_pct"),
@@ -625,6 +630,14 @@ SHAPING_RUNS = table("one row per shaping simulation", _SHAPING_KEY + [
     column("preempted_components", pa.int64(), "components preempted by the shaper",
            nullable=False),
     column("work_lost_s", pa.float64(), "component-seconds of work lost", nullable=False),
+    column("offered_load", pa.float64(), "the workload's offered load: requested "
+           "component-seconds per second over the cluster's capacity, the larger of CPU and "
+           "memory (1 = the baseline just saturated; null with one submission step)"),
+    column("mean_queue_length", pa.float64(), "applications waiting in the queue, averaged "
+           "over the simulated steps", nullable=False),
+    column("baseline_mean_queue_length", pa.float64(), "the baseline's mean_queue_length "
+           "(same seed and target load): the load every speed-up is read against"),
+    _TARGET_LOAD,
 ])
 SHAPING_SUMMARY = table(
     "distributions per (forecaster, k1, k2, policy) over its seeds: application metrics "
@@ -637,6 +650,7 @@ SHAPING_SUMMARY = table(
         column("mean", pa.float64(), "mean"),
         *[column(f"p{q}", pa.float64(), f"{q}th percentile") for q in (10, 25, 50, 75, 90,
                                                                        95, 99)],
+        _TARGET_LOAD,
     ])
 SHAPING_TABLES = {
     "shaping_runs": SHAPING_RUNS,

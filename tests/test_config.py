@@ -99,6 +99,15 @@ def test_load_config_reports_missing_file(tmp_path):
      "overcommit.fortune_teller[1].predictor.arima.min_fit_samples: must be in [2, "
      "num_history_samples 120], got 1"),
     ("synthetic {} overcommit { metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} "
+     "} fortune_teller { name: 'a' predictor { arima { order { p: 1 d: 1 q: 1 } } } } }",
+     "overcommit.fortune_teller[1].predictor.arima.order[0]: must be (p, 1, 0): the "
+     "closed-form ARIMA (predictors/peak/arima.py) has one difference and no moving-average "
+     "term, got (1, 1, 1)"),
+    ("synthetic {} shaping { policy: PESSIMISTIC forecaster: ARIMA k1: 0 k2: 0 "
+     "arima_order { p: 2 d: 0 q: 0 } host_shape { cpu: 1 memory: 1 } host_count: 1 }",
+     "shaping.arima_order[0]: must be (p, 1, 0): the closed-form ARIMA "
+     "(predictors/peak/arima.py) has one difference and no moving-average term, got (2, 0, 0)"),
+    ("synthetic {} overcommit { metric { avg_cpu: true } fortune_teller { name: 'o' oracle {} "
      "} fortune_teller { name: 'g' predictor { gaussian_process { pattern_length: 23 } } } }",
      "overcommit.fortune_teller[1].predictor.gaussian_process.pattern_length: must be in [1, "
      "min_fit_samples - 2 = 22] (two training patterns), got 23"),

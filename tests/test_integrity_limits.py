@@ -107,8 +107,8 @@ SHAPING = "synthetic {} shaping { policy: BASELINE host_shape { cpu: 1 memory: 1
     ("synthetic {} shaping { policy: BASELINE policy: PESSIMISTIC forecaster: ORACLE "
      + " ".join(f"k1: {i}" for i in range(100)) + " k2: 0 k2: 1 "
      + " ".join(f"seed: {i}" for i in range(50)) + " }",
-     "shaping: forecaster x k1 x k2 x policy x seed gives 10,050 simulations, at most 10,000 "
-     "(each simulates the whole workload)"),
+     "shaping: forecaster x k1 x k2 x policy x seed x target_offered_load gives 10,050 "
+     "simulations, at most 10,000 (each simulates the whole workload)"),
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true step_s: 9223372036854775807 }} "
      f"{ORACLE} }}",
      "overcommit.metric.step_s: must be at most 86,400 s (a day): a step merges each task's "
@@ -126,8 +126,8 @@ SHAPING = "synthetic {} shaping { policy: BASELINE host_shape { cpu: 1 memory: 1
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true }} {ORACLE} fortune_teller {{ "
      "name: 'a' predictor { arima { order { p: 100000 d: 1 q: 0 } } } } }",
      "overcommit.fortune_teller[1].predictor.arima.order[0].p: must be at most 48: 4 hours of "
-     "5-minute lags; an ARIMA fit holds matrices of about (p + d + q)^2 values per sample; got "
-     "100000"),
+     "5-minute lags; an ARIMA fit solves a p x p system per window of at least 2p + 2 samples; "
+     "got 100000"),
     (f"synthetic {{}} overcommit {{ metric {{ avg_cpu: true }} reset_and_shift {{ "
      f"random_shift {{ lower_bound: 0 upper_bound: 9223372036854775807 }} }} {ORACLE} }}",
      "overcommit.reset_and_shift.random_shift.upper_bound: must be within "
@@ -188,8 +188,8 @@ def test_a_step_shorter_than_the_usage_windows_fails_before_building_the_series(
     assert cli.main(["run", str(config), "--output_dir", str(out), "-q"]) == (
         cli.EXIT_RUN_FAILED)
     assert capsys.readouterr().err.endswith(
-        "fleetcast: run failed: shaping.step_s: 1 s makes the 14,903 usage windows 4,314,972 "
-        "series steps (290 per window, 16 bytes each and more in the forecasts): step_s must "
+        "fleetcast: run failed: shaping.step_s: 1 s makes the 14,903 usage windows 4,367,259 "
+        "series steps (293 per window, 16 bytes each and more in the forecasts): step_s must "
         "be the windows' length (300 s)\n")
     assert not (out / "shaping_runs").exists()
 

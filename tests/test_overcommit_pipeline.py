@@ -279,7 +279,7 @@ def test_shared_predictors_are_computed_once_per_machine():
 def test_config_knobs_reach_the_predictors():
     fortune_tellers = tellers.FortuneTellers([
         teller('name: "o" oracle { horizon_s: 3600 percentile: 90 cap_to_limit: true }'),
-        teller('name: "a" predictor { arima { order { p: 2 d: 0 q: 1 } order { p: 1 } '
+        teller('name: "a" predictor { arima { order { p: 2 d: 1 q: 0 } order { p: 1 d: 1 } '
                'uncertainty: STD k1: 0.1 k2: 2 refit_every_steps: 6 min_fit_samples: 30 } }'),
         teller('name: "g" predictor { gaussian_process { pattern_length: 5 '
                'num_history_samples: 50 } }'),
@@ -287,7 +287,7 @@ def test_config_knobs_reach_the_predictors():
     oracle, arima, gp, rc = (p.predictor for p in fortune_tellers.predictors)
     assert (oracle.horizon_s, oracle.percentile, oracle.cap_to_limit, oracle.step_s) == (
         3600, 90, True, 600)
-    assert arima.orders == [(2, 0, 1), (1, 0, 0)] and arima.uncertainty == "std"
+    assert arima.lags == [1, 2] and arima.uncertainty == "std"
     assert (arima.k1, arima.k2, arima.refit_every_steps, arima.min_fit_samples) == (
         0.1, 2, 6, 30)
     assert (gp.pattern_length, gp.num_history_samples, gp.step_s, gp.uncertainty) == (

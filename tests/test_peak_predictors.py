@@ -307,7 +307,7 @@ def test_real_azure_vms_on_one_machine_match_reference(azure_readings):
 # --- Forecasters ([Pace18]) -----------------------------------------------------------------
 
 def small_arima(**overrides):
-    knobs = dict(orders=((1, 0, 0), (0, 1, 1)), num_history_samples=20, refit_every_steps=15,
+    knobs = dict(lags=(0, 1, 2), num_history_samples=20, refit_every_steps=15,
                  min_fit_samples=10, min_num_samples=3, uncertainty="std", k1=0.0, k2=1.0)
     return ArimaForecaster(**{**knobs, **overrides})
 
@@ -353,7 +353,7 @@ def test_gp_forecast_of_a_constant_ratio_is_the_constant():
 
 def test_forecaster_buffer_k1_one_advertises_the_limit():
     samples = forecast_machine(1)
-    for forecaster in (small_arima(k1=1.0, orders=((1, 0, 0),), refit_every_steps=40),
+    for forecaster in (small_arima(k1=1.0, lags=(1,), refit_every_steps=40),
                        small_gp(k1=1.0)):
         assert_same(forecaster.predict(samples), total_limit(samples))
 

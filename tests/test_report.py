@@ -145,6 +145,33 @@ def test_shaping_summary_keeps_the_baseline_and_each_policys_smallest_and_best_c
     assert list(table["failed_applications_pct"]) == [0.0, 15.0, 0.0]
 
 
+def test_shaping_speedup_against_the_offered_load_draws_means_per_load():
+    """Two target loads x two seeds: the oracle's pessimistic line is the mean speed-up of
+    its smallest cell at each load's mean offered load; Fig. 2 and 3 show the load where
+    that speed-up peaks."""
+    rows = []
+    for load, offered, queue, speedups in ((0.5, (0.49, 0.51), 0.0, (1.0, 1.0)),
+                                          (1.1, (1.0, 1.2), 40.0, (30.0, 50.0))):
+        for seed in (0, 1):
+            rows.append(("none", "baseline", np.nan, np.nan, seed, load, offered[seed], queue,
+                         1.0))
+            rows.append(("oracle", "pessimistic", 0.0, 0.0, seed, load, offered[seed], 0.0,
+                         speedups[seed]))
+            rows.append(("oracle", "pessimistic", 0.5, 0.0, seed, load, offered[seed], 0.0,
+                         2.0))
+    runs = pd.DataFrame(rows, columns=["forecaster", "policy", "k1", "k2", "seed",
+                                       "target_offered_load", "offered_load",
+                                       "mean_queue_length", "turnaround_speedup_vs_baseline"])
+    assert shaping.figure_load(runs) == 1.1
+    left, right = shaping.fig_load(runs).axes
+    (line,) = [line for line in left.get_lines() if line.get_label().startswith("oracle")]
+    np.testing.assert_allclose(line.get_xdata(), [0.5, 1.1])
+    np.testing.assert_allclose(line.get_ydata(), [1.0, 40.0])
+    np.testing.assert_allclose(right.get_lines()[0].get_ydata(), [0.0, 40.0])
+    assert shaping.fig_load(runs[runs["target_offered_load"] == 0.5]) is None
+    assert shaping.figure_load(runs[runs["target_offered_load"] == 0.5]) is None
+
+
 def test_accuracy_sweep_draws_each_accuracys_mean_over_seeds_with_their_range():
     rows = [("nilas", "oracle", np.nan, np.nan, 3.0)]
     for seed, gains in ((0, (1.0, 2.0)), (1, (0.5, 1.0)), (2, (0.0, 1.5))):

@@ -10,7 +10,7 @@ from policies.shaping.forecasters import (
     OracleForecaster,
     forecast_workload,
 )
-from policies.shaping.policies.optimistic import Optimistic
+from policies.shaping.shapers.optimistic import Optimistic
 from policies.shaping.workload import Workload
 
 

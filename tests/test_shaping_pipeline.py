@@ -107,8 +107,11 @@ def test_validation_names_the_field():
                                      "COMPONENT_LIMIT")) == []
     assert _problems(SHAPING.replace("host_count: 1", "host_count: 1 failure_model: "
                                      "FAILURE_MODEL_UNSPECIFIED")) == [
-        "shaping.failure_model: must be one of HOST_OVERLOAD, COMPONENT_LIMIT, got "
-        "FAILURE_MODEL_UNSPECIFIED"]
+        "shaping.failure_model: must be one of HOST_OVERLOAD, COMPONENT_LIMIT, MEMORY_LIMIT, "
+        "got FAILURE_MODEL_UNSPECIFIED"]
+    assert _problems(SHAPING.replace("host_count: 1", "host_count: 1 growth: "
+                                     "GROWTH_UNSPECIFIED")) == [
+        "shaping.growth: must be ALWAYS or IF_FREE, got GROWTH_UNSPECIFIED"]
     assert _problems(SHAPING.replace("host_count: 1", "host_count: 1 "
                                      "unshaped_after_failures: -1")) == [
         "shaping.unshaped_after_failures: must be >= 0, got -1"]
@@ -120,7 +123,7 @@ def test_the_retry_rule_defaults_by_failure_model():
             'name: "x" shaping { ' + text + ' }').shaping)
 
     assert rule("") == rule("failure_model: HOST_OVERLOAD") == 0
-    assert rule("failure_model: COMPONENT_LIMIT") == 1
+    assert rule("failure_model: COMPONENT_LIMIT") == rule("failure_model: MEMORY_LIMIT") == 1
     assert rule("failure_model: COMPONENT_LIMIT unshaped_after_failures: 0") == 0
     assert rule("unshaped_after_failures: 5") == 5
 

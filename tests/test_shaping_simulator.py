@@ -10,10 +10,10 @@ from fleetcast_testing.shaping_workloads import random_workload
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.simulator import Simulation, simulate
 from policies.shaping.forecasters import OracleForecaster, forecast_workload
-from policies.shaping.policies.base import RunningComponents
-from policies.shaping.policies.baseline import Baseline
-from policies.shaping.policies.optimistic import Optimistic
-from policies.shaping.policies.pessimistic import Pessimistic, algorithm_1
+from policies.shaping.shapers.base import RunningComponents
+from policies.shaping.shapers.baseline import Baseline
+from policies.shaping.shapers.optimistic import Optimistic
+from policies.shaping.shapers.pessimistic import Pessimistic, algorithm_1
 from policies.shaping.workload import Workload
 
 INTERVAL = 4
@@ -307,3 +307,29 @@ def test_sampled_workload_reuses_series_and_is_seeded():
     np.testing.assert_array_equal(a.submit_step, b.submit_step)
     assert set(a.offset) <= set(workload.offset)
     assert np.all(np.diff(a.submit_step) >= 0)
+
+
+def test_place_all_equals_first_fit_one_after_the_other_on_random_cases():
+    """place_all's shortcuts never change its answer: the hosts of sequential first fit, or
+    None with `free` restored (to rounding), on random free room (some hosts overcommitted)
+    and demands."""
+    from policies.shaping.cluster.scheduler import first_fit, place_all
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        free = rng.choice([-0.5, 0.0, 0.1, 0.25, 0.5, 1.0], size=(rng.integers(1, 5), 2))
+        demand = rng.choice([0.05, 0.1, 0.25, 0.5], size=(rng.integers(0, 6), 2))
+        expected_free, expected = free.copy(), []
+        for d in demand:
+            host = first_fit(expected_free, d)
+            if host < 0:
+                expected, expected_free = None, free.copy()
+                break
+            expected.append(host)
+            expected_free[host] -= d
+        got_free = free.copy()
+        got = place_all(got_free, demand)
+        assert (got is None) == (expected is None)
+        if got is not None:
+            assert list(got) == expected
+        np.testing.assert_allclose(got_free, expected_free, rtol=0, atol=1e-12)

@@ -47,7 +47,7 @@ def simulate_reference(workload, cluster, policy, interval_steps, seed=0, max_st
 
 def algorithm_1_reference(running):
     """[Pace18] Algorithm 1 one component at a time, as the paper writes it (the loop that
-    `policies.shaping.policies.pessimistic.algorithm_1` replaced): (fully preempted
+    `policies.shaping.shapers.pessimistic.algorithm_1` replaced): (fully preempted
     applications, preempted elastic components)."""
     cpus_free = running.capacity[:, 0].copy()
     mem_free = running.capacity[:, 1].copy()

@@ -1,8 +1,9 @@
 """The resource-shaping section ([Pace18] §IV): Fig. 2 (per-application turnaround and
 slack of the baseline and of each shaping policy with the oracle, as boxplots), Fig. 3
 (turnaround ratio vs the baseline, memory slack and failed applications over K1 × K2, one
-row per forecaster and policy) and a summary table of the runs. notebooks/shaping.ipynb
-draws the same figures with these functions."""
+row per forecaster and policy), the speed-up against the offered load (a run sweeping
+`target_offered_load`) and a summary table of the runs. Fig. 2 and Fig. 3 show one load:
+`figure_load`'s. notebooks/shaping.ipynb draws the same figures with these functions."""
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,60 @@ CPU_SLACK_PANEL = ("mean_cpu_slack_pct", "CPU slack (%)", "viridis_r")
 SUMMARY_COLUMNS = ("turnaround_speedup_vs_baseline", "mean_turnaround_s",
                    "failed_applications_pct", "preempted_applications_pct",
                    "mean_cpu_slack_pct", "mean_memory_slack_pct")
+
+
+def figure_load(runs: pd.DataFrame):
+    """The target load Fig. 2 and Fig. 3 show: where the oracle's pessimistic runs (at the
+    smallest K1, K2) have the highest mean speed-up (else the highest load), or None when
+    the runs sweep no load."""
+    loads = runs["target_offered_load"].dropna().unique()
+    if len(loads) < 2:
+        return None
+    cell = oracle_cell(runs)
+    if cell is None or not (runs["policy"] == "pessimistic").any():
+        return float(loads.max())
+    oracle = runs[(runs["forecaster"] == ORACLE) & (runs["policy"] == "pessimistic")
+                  & (runs["k1"] == cell[0]) & (runs["k2"] == cell[1])]
+    speedups = oracle.groupby("target_offered_load")["turnaround_speedup_vs_baseline"].mean()
+    return float(speedups.idxmax()) if len(speedups) else float(loads.max())
+
+
+def at_load(frame: pd.DataFrame, load):
+    """The rows of `frame` at target load `load` (all of them when `load` is None)."""
+    return frame if load is None else frame[frame["target_offered_load"] == load]
+
+
+def fig_load(runs: pd.DataFrame):
+    """Mean speed-up over the baseline (left) and the baseline's mean queue length (right)
+    against the mean offered load, per target load: one line per forecaster and shaping
+    policy at its smallest K1, K2 (Fig. 2's cell); None with fewer than two loads."""
+    loads = runs.groupby("target_offered_load")["offered_load"].mean()
+    if len(loads) < 2:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    shaped = runs[runs["policy"] != BASELINE]
+    for (forecaster, policy), group in shaped.groupby(["forecaster", "policy"], sort=True):
+        cell = group[(group["k1"] == group["k1"].min()) & (group["k2"] == group["k2"].min())]
+        means = cell.groupby("target_offered_load")["turnaround_speedup_vs_baseline"].mean()
+        left.plot(loads[means.index], means.to_numpy(), marker="o",
+                  label=f"{forecaster} {policy} (K1 = {cell['k1'].iloc[0]:g}, "
+                        f"K2 = {cell['k2'].iloc[0]:g})")
+    left.axhline(1.0, color="grey", lw=0.8)
+    left.set_yscale("log")
+    left.set_xlabel("offered load (requested / capacity)")
+    left.set_ylabel("mean turnaround speed-up vs baseline (log)")
+    left.legend(fontsize=8)
+    queue = runs[runs["policy"] == BASELINE].groupby("target_offered_load")[
+        "mean_queue_length"].mean()
+    right.plot(loads[queue.index], queue.to_numpy(), marker="o", color="k")
+    right.set_xlabel("offered load (requested / capacity)")
+    right.set_ylabel("baseline mean queue length (applications)")
+    for ax in (left, right):
+        ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Resource shaping: speed-up against the offered load (means over seeds)")
+    fig.tight_layout()
+    return fig
 
 
 def oracle_cell(frame: pd.DataFrame):
@@ -145,7 +200,15 @@ def section(tables: dict, config, figures) -> str:
     if runs is None or not len(runs):
         return ""
     parts = ["<h2>Resource shaping</h2>"]
-    drawn = fig2(tables["shaping_applications"])
+    drawn = fig_load(runs)
+    load = figure_load(runs)
+    if drawn is not None:
+        parts.append(figures.html(
+            drawn, "shaping_load", "Speed-up of each shaping policy over the baseline (same "
+            f"seed and load) and the baseline's queue, against the offered load; Fig. 2 and "
+            f"Fig. 3 below are at target load {load:g}"))
+    applications, runs = at_load(tables["shaping_applications"], load), at_load(runs, load)
+    drawn = fig2(applications)
     if drawn is not None:
         parts.append(figures.html(
             drawn, "shaping_fig2", "Fig. 2: turnaround and CPU / memory slack per application,"
@@ -157,6 +220,7 @@ def section(tables: dict, config, figures) -> str:
             drawn, "shaping_fig3", "Fig. 3: turnaround ratio vs the baseline (same seed), "
                                    "memory slack (CPU slack when memory is not shaped) and "
                                    "failed applications over K1 × K2, per forecaster and policy"))
-    parts += ["<h3>Runs: means over seeds</h3>",
+    at = "" if load is None else f" at target load {load:g}"
+    parts += [f"<h3>Runs: means over seeds{at}</h3>",
               summary_table(runs).to_html(index=False, na_rep="—")]
     return "\n".join(parts)

@@ -1,14 +1,24 @@
 """[Pace18] Dynamic resource shaping: the oracle's shaping against the baseline (§IV-B, Fig.
-2) and the K1 × K2 sweeps of ARIMA and the GP (§IV-B, Fig. 3), each claim checked on four
-runs: the synthetic trace and the Azure V1 CPU readings, each under a host-overload failure
-(configs/synthetic_shaping.textproto, configs/azure_shaping.textproto) and under 002's
-container limit (the *_component_limit configs)."""
+2) and the K1 × K2 sweeps of ARIMA and the GP (§IV-B, Fig. 3), each claim checked on §IV-A's
+setup scaled to 2 cores (configs/shaping_002.textproto: per-minute monitoring, the
+simulator's semantics, three offered loads; claims read at the load of the oracle's peak)
+and on four small runs: the synthetic trace and the Azure V1 CPU readings, each under a
+host-overload failure (configs/synthetic_shaping.textproto, configs/azure_shaping.textproto)
+and under the container limit (the *_component_limit configs). Tables add the speed-up
+against the offered load and against the shaping interval (1, 5 and 12 one-minute steps)."""
 
 import math
 
 import pandas as pd
 
-from pipelines.report.shaping import fig2, fig3, summary_table
+from pipelines.report.shaping import (
+    at_load,
+    fig2,
+    fig3,
+    fig_load,
+    figure_load,
+    summary_table,
+)
 from pipelines.reproduce.claims import (
     Claim,
     Measurement,
@@ -24,7 +34,8 @@ from pipelines.reproduce.paper import Paper, save_png
 from pipelines.reproduce.runs import RunSpec, keep_repeated
 
 CELLS_SQL = (
-    "SELECT forecaster, policy, k1, k2, avg(turnaround_speedup_vs_baseline) AS speedup, "
+    "SELECT target_offered_load AS load, forecaster, policy, k1, k2, "
+    "avg(turnaround_speedup_vs_baseline) AS speedup, "
     "avg(failed_applications_pct) AS failed, avg(mean_cpu_slack_pct) AS cpu_slack, "
     "avg(mean_memory_slack_pct) AS memory_slack, avg(preempted_applications_pct) AS "
     "preempted, count(*) AS seeds FROM shaping_runs WHERE policy <> 'baseline' "
@@ -46,19 +57,59 @@ def _quick(config):
 
 
 _QUICK_NOTE = "ORACLE and ARIMA only, K1 ∈ {0, 0.05, 1}, K2 ∈ {0, 3}, seed 0"
+
+
+def _quick_002(config):
+    _quick(config)
+    shaping = config.shaping
+    keep_repeated(shaping.k1, lambda k: k in (0.0, 0.05))
+    keep_repeated(shaping.k2, lambda k: k == 0.0)
+    shaping.host_count = 2
+    shaping.sampled_applications = 60
+
+
+def _interval(steps: int):
+    """The variant of shaping_002 that shapes every `steps` steps: the oracle and ARIMA at
+    their Fig. 2 / Fig. 3a cells (K1 0 and 5 %, K2 0), every load and seed."""
+    def edit(config):
+        shaping = config.shaping
+        shaping.shaping_interval_steps = steps
+        keep_repeated(shaping.forecaster, lambda f: f != shaping.GAUSSIAN_PROCESS)
+        keep_repeated(shaping.k1, lambda k: k in (0.0, 0.05))
+        keep_repeated(shaping.k2, lambda k: k == 0.0)
+    return (f"_interval_{steps}", f"`shaping_interval_steps: {steps}`, ORACLE and ARIMA at "
+            "K1 ∈ {0, 0.05}, K2 = 0", edit)
+
+
+_QUICK_002_NOTE = ("2 hosts, 60 applications, ORACLE and ARIMA only, K1 ∈ {0, 0.05}, K2 = 0, "
+                   "seed 0")
 _AZURE_SKIP = ("--quick leaves out the Azure readings' shaping runs (27.8 days of 50 VMs, "
                "about half an hour each)")
 RUNS = (
+    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE),
+    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, variant=_interval(5)),
+    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, variant=_interval(12)),
     RunSpec("synthetic_shaping.textproto", _quick, _QUICK_NOTE),
     RunSpec("synthetic_shaping_component_limit.textproto", _quick, _QUICK_NOTE),
     RunSpec("azure_shaping.textproto", _quick, _QUICK_NOTE, quick_skip=_AZURE_SKIP),
     RunSpec("azure_shaping_component_limit.textproto", _quick, _QUICK_NOTE,
             quick_skip=_AZURE_SKIP),
 )
-WHAT = {"synthetic_shaping": "synthetic, host overload",
+# The runs every claim is checked on (the interval variants feed a table only).
+CLAIM_RUNS = tuple(spec for spec in RUNS if spec.variant is None)
+WHAT = {"shaping_002": "§IV-A's setup, scaled, at the peak load",
+        "synthetic_shaping": "synthetic, host overload",
         "synthetic_shaping_component_limit": "synthetic, container limit",
         "azure_shaping": "Azure readings, host overload",
         "azure_shaping_component_limit": "Azure readings, container limit"}
+
+
+def _at_peak_load(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cells at the target load where the oracle's pessimistic speed-up peaks (the
+    report's Fig. 2 / Fig. 3 load); all of them when the run sweeps no load."""
+    load = figure_load(frame.rename(columns={"load": "target_offered_load",
+                                             "speedup": "turnaround_speedup_vs_baseline"}))
+    return frame if load is None else frame[frame["load"] == load]
 
 
 def _cells(frame: pd.DataFrame, forecaster: str, policy: str, k1=None, k2=None):
@@ -150,7 +201,7 @@ def _best_gp(frame):
 def _claims(config: str):
     def claim(text, where, paper, paper_text, reduce, rule):
         return Claim(f"[{WHAT[config]}] {text}", where, paper, paper_text,
-                     Sql(config, CELLS_SQL, reduce), rule)
+                     Sql(config, CELLS_SQL, lambda frame: reduce(_at_peak_load(frame))), rule)
     return (
         claim("oracle, pessimistic: slack becomes negligibly small (memory; CPU when only "
               "CPU is shaped)", "§IV-B, Fig. 2", 0.0, "≈ 0 %",
@@ -190,46 +241,94 @@ def _claims(config: str):
     )
 
 
+def _run_tables(runs, spec):
+    """The run's shaping_runs and shaping_applications at its figure load, and that load."""
+    tables = runs.result(spec.name).tables()
+    load = figure_load(tables["shaping_runs"])
+    return ({name: at_load(tables[name], load) for name in ("shaping_runs",
+                                                            "shaping_applications")}, load)
+
+
 def figures(runs, directory):
-    """Fig. 2 and Fig. 3 (the report's) of every run."""
+    """The speed-up against the offered load, and Fig. 2 and Fig. 3 (the report's) of every
+    claim run, at its figure load."""
     shown = []
-    for spec in RUNS:
+    for spec in CLAIM_RUNS:
         if runs.skipped(spec.name):
             continue
-        tables = runs.result(spec.name).tables()
+        drawn = fig_load(runs.result(spec.name).tables()["shaping_runs"])
+        if drawn is not None:
+            shown.append((save_png(drawn, directory, f"{spec.name}_load"),
+                          f"{spec.name}: speed-up of each policy over the baseline and the "
+                          "baseline's queue against the offered load"))
+        tables, load = _run_tables(runs, spec)
+        at = "" if load is None else f", at target load {load:g}"
         drawn = fig2(tables["shaping_applications"])
         if drawn is not None:
             shown.append((save_png(drawn, directory, f"{spec.name}_fig2"),
                           f"{WHAT[spec.name]}: Fig. 2, turnaround and slack per application, "
-                          "baseline and each policy with the oracle"))
+                          f"baseline and each policy with the oracle{at}"))
         drawn = fig3(tables["shaping_runs"])
         if drawn is not None:
             shown.append((save_png(drawn, directory, f"{spec.name}_fig3"),
                           f"{WHAT[spec.name]}: Fig. 3, turnaround ratio, slack and failed "
-                          "applications over K1 × K2"))
+                          f"applications over K1 × K2{at}"))
     return shown
 
 
 def _shown_cells(result) -> pd.DataFrame:
-    frame = result.sql(CELLS_SQL)
+    frame = _at_peak_load(result.sql(CELLS_SQL))
     keep = [any(r.forecaster == f and abs(r.k1 - k1) < 1e-9 and abs(r.k2 - k2) < 1e-9
                 for f, k1, k2 in SHOWN_CELLS) for r in frame.itertuples()]
     return frame[keep].reset_index(drop=True)
 
 
-def tables(runs):
-    """Per run: the baseline and each (forecaster, policy)'s smallest-buffer and best cells,
-    and the cells the README's tables showed."""
-    shown = []
+LOAD_SQL = (
+    "SELECT target_offered_load AS target_load, avg(offered_load) AS offered_load, "
+    "avg(baseline_mean_queue_length) AS baseline_queue, forecaster, policy, k1, k2, "
+    "avg(turnaround_speedup_vs_baseline) AS speedup, avg(failed_applications_pct) AS failed "
+    "FROM shaping_runs WHERE policy <> 'baseline' AND (forecaster = 'oracle' AND k1 = 0 "
+    "OR forecaster = 'arima' AND k1 = 0.05) AND k2 = 0 GROUP BY ALL ORDER BY ALL")
+
+
+def _by_interval(runs) -> pd.DataFrame:
+    """LOAD_SQL's cells of shaping_002 and its interval variants, with the interval."""
+    frames = []
     for spec in RUNS:
+        if spec.file == "shaping_002.textproto" and not runs.skipped(spec.name):
+            steps = spec.config(runs.quick).shaping.shaping_interval_steps
+            frames.append(runs.result(spec.name).sql(LOAD_SQL).assign(interval_steps=steps))
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[["target_load", "forecaster", "policy", "k1", "interval_steps", "speedup",
+                  "failed"]].sort_values(["target_load", "forecaster", "policy",
+                                          "interval_steps"]).round(3)
+
+
+def tables(runs):
+    """Per claim run: the baseline and each (forecaster, policy)'s smallest-buffer and best
+    cells and the cells the README's tables showed (at the figure load); for shaping_002, the
+    speed-up against the offered load and against the shaping interval."""
+    shown = []
+    for spec in CLAIM_RUNS:
         if runs.skipped(spec.name):
             continue
         result = runs.result(spec.name)
+        tables_at, load = _run_tables(runs, spec)
+        at = "" if load is None else f", target load {load:g}"
         shown.append((f"{WHAT[spec.name]} ({spec.name}): baseline, smallest buffer and best "
-                      "cell per forecaster and policy (means over seeds)",
-                      summary_table(result.tables()["shaping_runs"])))
-        shown.append((f"{WHAT[spec.name]}: selected cells (means over seeds)",
+                      f"cell per forecaster and policy (means over seeds{at})",
+                      summary_table(tables_at["shaping_runs"])))
+        shown.append((f"{WHAT[spec.name]}: selected cells (means over seeds{at})",
                       _shown_cells(result)))
+        if load is not None:
+            shown.append((f"{spec.name}: the oracle's and ARIMA's Fig. 2 / Fig. 3a cells at "
+                          "each offered load (means over seeds)", result.sql(LOAD_SQL).round(3)))
+    intervals = _by_interval(runs)
+    if len(intervals) and intervals["interval_steps"].nunique() > 1:
+        shown.append(("shaping_002: speed-up and failed applications (%) against the shaping "
+                      "interval (one-minute steps), per offered load", intervals))
     return shown
 
 
@@ -239,11 +338,15 @@ PAPER = Paper(
               "Resource Shaping for Compute Clusters. 2018.",
     summary="The paper simulates 150,000 applications sampled from public traces on 250 hosts "
             "of 32 cores and 128 GB for about three months, monitoring usage every minute. "
-            "Here the synthetic trace (8 machines, 1 day) gives 75 applications on 2 hosts and "
+            "Here configs/shaping_002.textproto runs that setup on 5 hosts with 750 "
+            "applications per run (the synthetic trace's jobs, 10 seeds, three offered loads, "
+            "one-minute monitoring, the simulator's semantics; the full size is "
+            "configs/shaping_002_full.textproto); besides, the synthetic trace (8 machines, "
+            "1 day) gives 75 applications on 2 hosts and "
             "the Azure readings 50 single-VM applications on one 8-core host (CPU only), "
             "shaped every hour (synthetic) or 6 hours (Azure) on 5-minute maxima. Each claim "
             "is checked under two readings of a failure: the host's total usage above its "
             "capacity (host overload) and a component's usage above its own allocation "
             "(container limit, 002's; a failed application then retries unshaped).",
-    runs=RUNS, claims=sum((_claims(spec.name) for spec in RUNS), ()), figures=figures,
+    runs=RUNS, claims=sum((_claims(spec.name) for spec in CLAIM_RUNS), ()), figures=figures,
     tables=tables)

@@ -82,10 +82,10 @@ def _runs_section(paper, runs) -> List[str]:
     for spec in paper.runs:
         mode = f"yes: {spec.quick_note}" if runs.quick else "no"
         if runs.skipped(spec.name):
-            rows.append([f"`{spec.path}`", mode, runs.skipped(spec.name), "—", "—"])
+            rows.append([spec.label, mode, runs.skipped(spec.name), "—", "—"])
             continue
         result = runs.result(spec.name)
-        rows.append([f"`{spec.path}`", mode, result.data(), f"`{result.directory}`",
+        rows.append([spec.label, mode, result.data(), f"`{result.directory}`",
                      f"{result.wall_s:.0f} s"])
     return ["## Runs", "",
             markdown_table(["config", "--quick", "data", "results", "wall time"], rows), ""]

@@ -1,7 +1,8 @@
 """The runs a reproduction reads: configs/*.textproto run through `pipelines.run.run`.
 
-A RunSpec names a config of the repository's configs/ and, for --quick, how to shrink it (in
-place, on the parsed RunConfig) and what that changes in words. `Runs` runs each spec once
+A RunSpec names a config of the repository's configs/, optionally a variant of it (a named
+edit of the parsed RunConfig), and, for --quick, how to shrink it (in place) and what that
+changes in words. `Runs` runs each spec once
 into <root>/<config name> (manifest, staging, dead letters and checks as in `fleetcast run`),
 or records why it was skipped (an input that is absent), and then serves each run's tables:
 `result(name).sql(SQL)` through `pipelines.query.query`, `result(name).tables()` as the files
@@ -34,7 +35,9 @@ class RunSpec:
     run (--quick runs on the DirectRunner in memory).
 
     `quick(config)` edits the parsed RunConfig in place; `quick_note` says what it changes;
-    `quick_skip`, when set, says why --quick does not run the config at all.
+    `quick_skip`, when set, says why --quick does not run the config at all. `variant`, when
+    set, is (suffix, description, edit): the run is the config edited by `edit(config)`
+    (before `quick`), named after the file with the suffix appended.
     """
 
     file: str
@@ -42,18 +45,26 @@ class RunSpec:
     quick_note: str
     beam_args: Tuple[str, ...] = ()
     quick_skip: Optional[str] = None
+    variant: Optional[Tuple[str, str, Callable[[object], None]]] = None
 
     @property
     def path(self) -> str:
         return f"configs/{self.file}"
 
     @property
+    def label(self) -> str:
+        """The config's path, and the variant's description when there is one (Markdown)."""
+        return f"`{self.path}`" + (f" with {self.variant[1]}" if self.variant else "")
+
+    @property
     def name(self) -> str:
-        return self.file.split(".")[0]
+        return self.file.split(".")[0] + (self.variant[0] if self.variant else "")
 
     def config(self, quick: bool):
         """The RunConfig this spec runs (inputs not checked)."""
         config = run_config.load_config(str(CONFIG_DIR / self.file), check_inputs=False)
+        if self.variant:
+            self.variant[2](config)
         if quick:
             self.quick(config)
         return config

@@ -8,10 +8,12 @@ components fail (optimistic).
 
     workload.py            Workload: applications, components, per-step usage (flat arrays)
     forecasters.py         oracle, ARIMA and GP forecasts of every component's usage ratio
+                           (the models: predictors/peak/arima.py, predictors/peak/gp_forecaster.py)
     cluster/cluster.py     Cluster: host capacities
     cluster/scheduler.py   the FIFO application queue and first-fit placement
     cluster/simulator.py   simulate(): the step loop
-    policies/              baseline, optimistic, pessimistic (one file each, base.py)
+    shapers/               the shaping policies: baseline, optimistic, pessimistic (one file
+                           each, on base.py)
     metrics.py             turnaround, slack, failures, work lost; percentiles
     registry.py            the policy and forecaster registries
 """

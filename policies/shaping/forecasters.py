@@ -21,8 +21,8 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 
 from configs.units import US_PER_S
-from policies.shaping.arima import DEFAULT_LAGS, fit_forecast
 from policies.shaping.workload import Workload
+from predictors.peak.arima import DEFAULT_LAGS, fit_forecast, supported_lags
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
 
 
@@ -92,18 +92,22 @@ class UsageForecaster:
       num_history_samples: most recent ratios a model is fitted on.
       min_fit_samples: shortest history a model is fitted on.
       uncertainty: 'variance' ([Pace18]'s V) or 'std'.
+      cyclic: series replay cyclically (the simulator's `elastic_progress`): past a series'
+        end it starts again, so forecasts go on there (the oracle's wraps) instead of ending.
     """
 
     name = "forecaster"
 
     def __init__(self, interval_steps: int = 12, num_history_samples: int = 10,
-                 min_fit_samples: int = 10, uncertainty: str = "variance"):
+                 min_fit_samples: int = 10, uncertainty: str = "variance",
+                 cyclic: bool = False):
         if uncertainty not in ("variance", "std"):
             raise ValueError(f"uncertainty must be 'variance' or 'std', got {uncertainty!r}")
         self.interval_steps = interval_steps
         self.num_history_samples = num_history_samples
         self.min_fit_samples = min_fit_samples
         self.uncertainty = uncertainty
+        self.cyclic = cyclic
 
     @property
     def horizon_steps(self) -> int:
@@ -118,7 +122,8 @@ class UsageForecaster:
 
     def forecast_series(self, ratio: np.ndarray, step_s: float):
         """(starts int64[F], mean, uncertainty float64[F, H], fits) for one series; NaN =
-        no forecast, and past the series' end the mean is -inf and the uncertainty 0."""
+        no forecast, and past the series' end (unless `cyclic`) the mean is -inf and the
+        uncertainty 0."""
         starts = self.fit_starts(len(ratio))
         mean = np.full((len(starts), self.horizon_steps), np.nan)
         variance = np.full((len(starts), self.horizon_steps), np.nan)
@@ -132,7 +137,16 @@ class UsageForecaster:
             if path is not None:
                 mean[row], variance[row] = path
         spread = variance if self.uncertainty == "variance" else np.sqrt(variance)
-        return (starts,) + past_the_end(starts, len(ratio), mean, spread) + (len(paths),)
+        return (starts,) + self.past_the_end(starts, len(ratio), mean, spread) + (len(paths),)
+
+    def past_the_end(self, starts: np.ndarray, length: int, mean: np.ndarray,
+                     spread: np.ndarray):
+        """(mean, spread) with the steps at ages >= `length` marked (mean -inf, spread 0),
+        or unchanged when series replay cyclically."""
+        if self.cyclic:
+            return mean, spread
+        beyond = starts[:, None] + np.arange(mean.shape[1])[None, :] >= length
+        return np.where(beyond, -np.inf, mean), np.where(beyond, 0.0, spread)
 
     def forecast_windows(self, histories: List[np.ndarray], starts: np.ndarray, step_s: float):
         """(mean, variance) float64[S] or None per window: one fit each (batched by the
@@ -145,7 +159,8 @@ class UsageForecaster:
 
 
 class OracleForecaster(UsageForecaster):
-    """The true future usage ([Pace18] §IV-B's oracle): mean = the ratio itself, no uncertainty."""
+    """The true future usage ([Pace18] §IV-B's oracle): mean = the ratio itself, no
+    uncertainty; past the series' end the series again when `cyclic`."""
 
     name = "oracle"
 
@@ -155,14 +170,14 @@ class OracleForecaster(UsageForecaster):
     def forecast_series(self, ratio: np.ndarray, step_s: float):
         starts = self.fit_starts(len(ratio))
         ages = starts[:, None] + np.arange(self.horizon_steps)[None, :]
-        mean = ratio[np.minimum(ages, len(ratio) - 1)]
-        return (starts,) + past_the_end(starts, len(ratio), mean,
-                                        np.zeros_like(mean)) + (0,)
+        mean = ratio[ages % len(ratio) if self.cyclic else np.minimum(ages, len(ratio) - 1)]
+        return (starts,) + self.past_the_end(starts, len(ratio), mean,
+                                             np.zeros_like(mean)) + (0,)
 
 
 class ArimaUsageForecaster(UsageForecaster):
     """ARIMA ([Pace18] §III-A.1): ARIMA(p, 1, 0), p chosen by AIC among `lags` at every fit,
-    fitted in closed form, all windows of a series at once (policies/shaping/arima.py: the
+    fitted in closed form, all windows of a series at once (predictors/peak/arima.py: the
     model and its equality with statsmodels); it forecasts the interval's steps with their
     predictive variance, growing with the lead time.
 
@@ -182,10 +197,9 @@ class ArimaUsageForecaster(UsageForecaster):
         lengths = np.array([len(h) for h in histories], dtype=np.int64)
         for length in np.unique(lengths):
             rows = np.flatnonzero(lengths == length)
-            # The highest order a window this short supports (policies/shaping/arima.py).
-            lags = [p for p in self.lags if 2 * p + 2 <= length] or [0]
             mean, variance, _ = fit_forecast(np.stack([histories[i] for i in rows]),
-                                             self.horizon_steps, lags)
+                                             self.horizon_steps,
+                                             supported_lags(self.lags, int(length)))
             for i, m, v in zip(rows, mean, variance):
                 if np.all(np.isfinite(m)) and np.all(np.isfinite(v)):
                     paths[i] = (m, v)
@@ -195,10 +209,12 @@ class ArimaUsageForecaster(UsageForecaster):
 class GaussianProcessUsageForecaster(UsageForecaster):
     """GP regression with [Pace18]'s history-dependent kernel (§III-A.2, eq. 4-8), through
     `predictors.peak.GaussianProcessForecaster`, hyperparameters by evidence maximization at
-    every interval. The GP predicts one step ahead; the interval's steps are forecast
-    recursively, each mean appended to the history as if observed. Deviation ([Pace18] does
-    not say how it forecasts several steps): each step's variance is the posterior variance
-    at its pattern, without the uncertainty of the appended means.
+    every interval, each search started from the previous interval's optimum (a local
+    optimum near it, as the overcommit forecaster's). The GP predicts one step ahead; the
+    interval's steps are forecast recursively, each mean appended to the history as if
+    observed. Deviation ([Pace18] does not say how it forecasts several steps): each step's
+    variance is the posterior variance at its pattern, without the uncertainty of the
+    appended means.
 
     Args:
       pattern_length: h, past ratios in a pattern ([Pace18] eq. 5).
@@ -213,13 +229,29 @@ class GaussianProcessUsageForecaster(UsageForecaster):
             pattern_length=pattern_length, num_history_samples=self.num_history_samples,
             min_fit_samples=self.min_fit_samples)
 
+    def forecast_windows(self, histories, starts, step_s):
+        """One fit per window, in order, each hyperparameter search started from the previous
+        window's optimum (the overcommit forecaster's warm start,
+        `predictors.peak.gp_forecaster.GaussianProcessSchedule`)."""
+        paths, previous = [], None
+        for history, start in zip(histories, starts):
+            path, fitted = self.forecast_from(history, int(start), step_s, previous)
+            paths.append(path)
+            previous = previous if fitted is None else fitted
+        return paths
+
     def forecast_interval(self, history, start, step_s):
+        return self.forecast_from(history, start, step_s, None)[0]
+
+    def forecast_from(self, history, start, step_s, initial):
+        """((mean, variance) float64[S] or None, the fitted log hyperparameters or None) of
+        the window before age `start`, the search started from `initial` (None: a guess)."""
         self.model.step_s = step_s
         step_us = int(step_s * US_PER_S)
         params = self.model.fit_hyperparameters(
-            np.arange(start - len(history), start) * step_us, history)
+            np.arange(start - len(history), start) * step_us, history, initial)
         if params is None:
-            return None
+            return None, None
         series, means, variances = list(history), [], []
         for ahead in range(self.horizon_steps):
             window = np.array(series[-self.num_history_samples:])
@@ -228,7 +260,7 @@ class GaussianProcessUsageForecaster(UsageForecaster):
             means.append(mean)
             variances.append(variance)
             series.append(mean)
-        return np.array(means), np.array(variances)
+        return (np.array(means), np.array(variances)), params
 
 
 def usage_ratio(workload: Workload, component: int, resource: int) -> np.ndarray:
@@ -243,12 +275,6 @@ def series_representatives(workload: Workload) -> np.ndarray:
     """int64[S] one component per distinct usage series (the first with that offset)."""
     _, first = np.unique(workload.offset, return_index=True)
     return np.sort(first)
-
-
-def past_the_end(starts: np.ndarray, length: int, mean: np.ndarray, spread: np.ndarray):
-    """(mean, spread) with the steps at ages >= `length` marked: mean -inf, spread 0."""
-    beyond = starts[:, None] + np.arange(mean.shape[1])[None, :] >= length
-    return np.where(beyond, -np.inf, mean), np.where(beyond, 0.0, spread)
 
 
 def forecast_workload(workload: Workload, forecaster: UsageForecaster,

@@ -10,7 +10,9 @@
   models); the run's failure rate is the percentage of applications that failed at least
   once ([Pace18]: 37.67 % for optimistic with the oracle);
 - preempted components (by the pessimistic shaper, those of fully preempted applications
-  included) and work lost (component-seconds of work thrown away by kills and preemptions).
+  included) and work lost (component-seconds of work thrown away by kills and preemptions);
+- the load every speed-up is read against: the workload's offered load (`offered_load`) and
+  the run's mean queue length (applications waiting, averaged over the simulated steps).
 """
 
 import numpy as np
@@ -49,6 +51,19 @@ def application_metrics(workload: Workload, result: SimulationResult) -> dict:
         "preempted_components": result.preempted_components,
         "work_lost_s": result.lost_steps * step_s,
     }
+
+
+def offered_load(workload: Workload, capacity: np.ndarray) -> float:
+    """The work the workload offers per step over the cluster's capacity, the larger of CPU
+    and memory: sum of request x length over its components / (total capacity x A x the
+    mean inter-arrival time in steps), A applications. 1 = the baseline, which reserves the
+    requests, is just saturated. NaN with fewer than two submission steps."""
+    span = int(workload.submit_step[-1] - workload.submit_step[0]) if workload.num_apps else 0
+    if span <= 0:
+        return float("nan")
+    work = (workload.request * workload.length[:, None]).sum(axis=0)
+    mean_gap = span / (workload.num_apps - 1)
+    return float(np.max(work / (capacity.sum(axis=0) * workload.num_apps * mean_gap)))
 
 
 def run_metrics(apps: dict) -> dict:

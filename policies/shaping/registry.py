@@ -6,15 +6,15 @@ the lower-case names of the config's enum values (`PESSIMISTIC` → "pessimistic
 """
 
 from configs.registry import Registry
-from policies.shaping.arima import DEFAULT_LAGS
 from policies.shaping.forecasters import (
     ArimaUsageForecaster,
     GaussianProcessUsageForecaster,
     OracleForecaster,
 )
-from policies.shaping.policies.baseline import Baseline
-from policies.shaping.policies.optimistic import Optimistic
-from policies.shaping.policies.pessimistic import Pessimistic
+from policies.shaping.shapers.baseline import Baseline
+from policies.shaping.shapers.optimistic import Optimistic
+from policies.shaping.shapers.pessimistic import Pessimistic
+from predictors.peak.arima import DEFAULT_LAGS
 
 SHAPING_POLICIES = Registry("shaping policy")
 SHAPING_POLICIES.register("baseline", lambda k1, k2: Baseline())
@@ -26,7 +26,8 @@ def _common(config) -> dict:
     return {"interval_steps": config.shaping_interval_steps,
             "num_history_samples": config.num_history_samples,
             "min_fit_samples": config.min_fit_samples,
-            "uncertainty": "std" if config.uncertainty_std else "variance"}
+            "uncertainty": "std" if config.uncertainty_std else "variance",
+            "cyclic": config.elastic_progress}
 
 
 SHAPING_FORECASTERS = Registry("shaping forecaster")

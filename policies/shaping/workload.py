@@ -16,6 +16,51 @@ from typing import Sequence
 import numpy as np
 
 CPU, MEMORY = 0, 1
+# The seed of `sub_window_steps` in the shaping stage: every run sees the same usage.
+SUB_WINDOW_SEED = 0
+
+
+def sub_window_steps(mean: np.ndarray, maximum: np.ndarray, steps: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+    """Per-step usage float64[sum(steps), 2] of W windows (mean, maximum float64[W, 2];
+    steps int64[W] >= 1 steps each, e.g. 5 one-minute steps of a 5-minute window), window
+    after window, that keeps each window's mean and maximum ([Pace18] §V monitors every
+    minute; the traces give 5-minute statistics).
+
+    Per window and resource, with k steps, mean m and maximum M (m clipped to [0, M]): one
+    step, drawn uniformly, is M; the other k - 1 are b = (k m - M) / (k - 1) plus a zero-sum
+    perturbation, uniform draws centred on their mean and scaled to the widest that keeps
+    every step within [0, M]. Their mean is then m and their maximum M exactly (to rounding).
+    Where k m < M (a peak shorter than a step) no such steps exist: the peak step is M and
+    the others 0, which keeps the maximum and raises the mean to M / k. A window of one step
+    is its maximum.
+    """
+    maximum = np.maximum(maximum, 0.0)
+    mean = np.clip(mean, 0.0, maximum)
+    out = np.empty((int(steps.sum()), 2))
+    window_start = np.cumsum(steps) - steps
+    for k in np.unique(steps):
+        rows = np.flatnonzero(steps == k)
+        block = np.empty((len(rows), k, 2))
+        if k == 1:
+            block[:, 0] = maximum[rows]
+        else:
+            rest = np.maximum((k * mean[rows] - maximum[rows]) / (k - 1), 0.0)  # [w, 2]
+            noise = rng.uniform(-1.0, 1.0, (len(rows), k - 1, 2))
+            noise -= noise.mean(axis=1, keepdims=True)
+            spread = np.abs(noise).max(axis=1)
+            room = np.minimum(rest, maximum[rows] - rest)
+            scale = np.divide(room, spread, out=np.zeros_like(room), where=spread > 0)
+            # Clipped: rounding can put a step an ulp above the maximum.
+            others = np.clip(rest[:, None, :] + noise * scale[:, None, :], 0.0,
+                             maximum[rows][:, None, :])
+            peak = rng.integers(0, k, len(rows))
+            is_peak = np.arange(k)[None, :] == peak[:, None]
+            block[is_peak] = maximum[rows]
+            block[~is_peak] = others.reshape(-1, 2)
+        positions = window_start[rows][:, None] + np.arange(k)[None, :]
+        out[positions.ravel()] = block.reshape(-1, 2)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +163,16 @@ class Workload:
         submit = int(self.submit_step[0]) + np.concatenate([[0], np.cumsum(drawn)])
         sample = self.select_apps(apps, submit.astype(np.int64))
         return dataclasses.replace(sample, app_id=np.arange(num_apps))
+
+    def with_arrival_rate(self, scale: float) -> "Workload":
+        """This workload with submissions `scale` times as frequent (> 1: more load): each
+        submit step becomes first + floor((submit - first) / scale), `first` the first
+        submission; the order is kept."""
+        if scale == 1:
+            return self
+        first = self.submit_step[0] if self.num_apps else 0
+        submit = first + np.floor((self.submit_step - first) / scale).astype(np.int64)
+        return dataclasses.replace(self, submit_step=submit)
 
     def with_elastic(self, fraction: float, rng: np.random.Generator) -> "Workload":
         """Marks each multi-component application elastic with probability `fraction`: its

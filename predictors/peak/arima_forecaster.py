@@ -1,21 +1,20 @@
 """ARIMA forecaster with a safe-guard buffer ([Pace18] §III-A.1, §III-B).
 
-The model is statsmodels' ARIMA on the warm tasks' usage-to-limit ratio history
-(`HistoryForecaster`), the lowest-AIC fit among candidate (p, d, q) orders: the paper's
-automatic order selection restricted to a grid. Fits are costly, so a fit at step r forecasts
-the next `refit_every_steps` steps at once (mean and predictive variance, `get_forecast`),
-and step r + j advertises the forecast for step r + j + 1, its variance and buffer growing
-with j. A fit is attempted at the first step with enough history and whenever the current
-path is used up; until one succeeds the warm tasks count at their limit. Steps are machine
-steps (a gap in the machine's times is not a step).
+The model is predictors/peak/arima.py's closed-form ARIMA(p, 1, 0) (tested equal to
+statsmodels) on the warm tasks' usage-to-limit ratio history (`HistoryForecaster`), p chosen
+by AIC among `lags` at every fit: the paper's automatic order selection restricted to pure
+AR orders on the differences. A fit at step r forecasts the next `refit_every_steps` steps at
+once (mean and predictive variance), and step r + j advertises the forecast for step
+r + j + 1, its variance and buffer growing with j. A fit is attempted at the first step with
+enough history and whenever the current path is used up; until one succeeds the warm tasks
+count at their limit. Steps are machine steps (a gap in the machine's times is not a step).
 """
 
-import warnings
 from typing import Sequence
 
 import numpy as np
-from statsmodels.tsa.arima.model import ARIMA
 
+from predictors.peak.arima import DEFAULT_LAGS, fit_forecast, supported_lags
 from predictors.peak.peak_predictor import HistoryForecaster
 
 
@@ -23,7 +22,8 @@ class ArimaForecaster(HistoryForecaster):
     """ARIMA forecast + k1 * limit + k2 * uncertainty.
 
     Args:
-      orders: candidate (p, d, q) orders; the lowest AIC wins at every refit.
+      lags: candidate AR orders p of ARIMA(p, 1, 0); the lowest AIC wins at every refit (a
+        short history fits only the orders it supports, `arima.supported_lags`).
       num_history_samples: history the model is fitted on (samples).
       refit_every_steps: steps between refits (each fit forecasts that many steps).
       min_fit_samples: shortest history a model is fitted on.
@@ -33,43 +33,27 @@ class ArimaForecaster(HistoryForecaster):
       cap_to_limit: cap every sample at its limit first.
     """
 
-    def __init__(self, orders: Sequence[tuple[int, int, int]] = ((1, 1, 1),),
-                 num_history_samples: int = 120, refit_every_steps: int = 12,
-                 min_fit_samples: int = 24, k1: float = 0.05, k2: float = 3.0,
-                 uncertainty: str = "variance", min_num_samples: int = 24,
+    def __init__(self, lags: Sequence[int] = DEFAULT_LAGS, num_history_samples: int = 120,
+                 refit_every_steps: int = 12, min_fit_samples: int = 24, k1: float = 0.05,
+                 k2: float = 3.0, uncertainty: str = "variance", min_num_samples: int = 24,
                  cap_to_limit: bool = False):
         super().__init__(num_history_samples, refit_every_steps, min_fit_samples, k1, k2,
                          uncertainty, min_num_samples, cap_to_limit)
-        if not orders:
-            raise ValueError("orders must name at least one (p, d, q)")
-        self.orders = [tuple(int(v) for v in order) for order in orders]
+        if not len(lags) or min(lags) < 0:
+            raise ValueError(f"lags must name at least one order p >= 0, got {list(lags)}")
+        self.lags = sorted(int(p) for p in lags)
 
     def forecast_path(self, series: np.ndarray):
-        """Fits the candidate orders on `series` (float64[n], oldest first).
+        """Fits ARIMA(p, 1, 0) on `series` (float64[n], oldest first, n >= 2).
 
-        Returns (mean, variance), both float64[refit_every_steps], of the lowest-AIC model, or
-        None when no candidate fits or the forecast is not finite.
+        Returns (mean, variance), both float64[refit_every_steps], of the lowest-AIC order, or
+        None when the forecast is not finite (an explosive fit).
         """
-        best_aic, best = np.inf, None
-        with warnings.catch_warnings():
-            # Short or flat windows make statsmodels warn about convergence and
-            # non-stationary starting values; the AIC already ranks such fits.
-            warnings.simplefilter("ignore")
-            for order in self.orders:
-                try:
-                    fitted = ARIMA(series, order=order).fit()
-                except (np.linalg.LinAlgError, ValueError):
-                    continue
-                if np.isfinite(fitted.aic) and fitted.aic < best_aic:
-                    best_aic, best = fitted.aic, fitted
-            if best is None:
-                return None
-            forecast = best.get_forecast(self.refit_every_steps)
-            mean = np.asarray(forecast.predicted_mean, dtype=np.float64)
-            variance = np.asarray(forecast.var_pred_mean, dtype=np.float64)
+        mean, variance, _ = fit_forecast(series[None, :], self.refit_every_steps,
+                                         supported_lags(self.lags, len(series)))
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(variance))):
             return None
-        return mean, variance
+        return mean[0], variance[0]
 
     def new_schedule(self) -> "ArimaSchedule":
         return ArimaSchedule(self)

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from configs.registry import PluginFailed, Registry, build_plugin, check_plugin, raised_text
+from predictors.peak.arima import DEFAULT_LAGS
 from predictors.peak.arima_forecaster import ArimaForecaster
 from predictors.peak.avg_decorator import AvgDecorator
 from predictors.peak.borg_default import BorgDefaultPredictor
@@ -129,15 +130,24 @@ def _check_forecaster(check, message, field):
 
 def _build_arima(message, context):
     kwargs = forecaster_kwargs(message)
-    kwargs["orders"] = [(o.p, o.d, o.q) for o in kwargs.pop("order")] or [(1, 1, 1)]
+    kwargs["lags"] = [o.p for o in kwargs.pop("order")] or DEFAULT_LAGS
     return ArimaForecaster(**kwargs)
+
+
+def check_arima_orders(check, orders, field: str):
+    """Each ArimaOrder of `orders` is (p, 1, 0) with 0 <= p <= the `p` bound: the one ARIMA
+    (predictors/peak/arima.py) fits ARIMA(p, 1, 0) only."""
+    for i, order in enumerate(orders):
+        check.require((order.d, order.q) == (1, 0), f"{field}[{i}]",
+                      f"must be (p, 1, 0): the closed-form ARIMA (predictors/peak/arima.py) "
+                      f"has one difference and no moving-average term, got ({order.p}, "
+                      f"{order.d}, {order.q})")
+        check.positive(order, "p", f"{field}[{i}]", allow_zero=True)
 
 
 def _check_arima(check, message, field):
     _check_forecaster(check, message, field)
-    for i, order in enumerate(message.order):
-        for name in ("p", "d", "q"):
-            check.positive(order, name, f"{field}.order[{i}]", allow_zero=True)
+    check_arima_orders(check, message.order, f"{field}.order")
 
 
 def _check_gaussian_process(check, message, field):

@@ -3,15 +3,18 @@ trace-driven cluster simulation (policies/shaping/; docs/stages/shaping.md).
 
     instances, usage, machines ─ KeyAll ─ CoGroupByKey ─ Prepare ─ workload, dead letters
     workload ─ forecast tasks (forecaster × shard of series) ─ Forecast ─ GroupByKey ─ Merge
-             ─ FanOut (one element per (forecaster, k1, k2, policy, seed); the baseline per
-               seed) ─ GroupByKey ─ Simulate [side input: workload] ─ runs, applications
+             ─ forecasts (one element per forecaster)
+    workload ─ FanOut (one RunSpec per (forecaster, k1, k2, policy, seed); the baseline per
+               seed) ─ GroupByKey ─ Simulate [side inputs: workload, forecasts by forecaster]
+             ─ runs, applications
     runs ─ one table, speedups vs the baseline ─ shaping_runs ─┐
     applications ─ per cell ─ distributions ──────────────────┴─ shaping_summary
 
 The whole trace is one cluster, so the workload is one element. A component's forecasts
 depend only on its own usage, so the forecasts (ARIMA / GP fits, the costly part) are made
-once per forecaster, in shards of series, and shared by every run of that forecaster; each
-run is then an independent element. Bad rows are dead letters (workload.py says which).
+once per forecaster, in shards of series, and shared by every run of that forecaster as a
+side input (one copy, however many runs read it); each run is then an independent element
+that carries only its RunSpec. Bad rows are dead letters (workload.py says which).
 
 Modules: workload.py (workload, cluster and dead letters from the canonical tables), runs.py
 (forecasts, runs and their rows, summary), validation.py (the config's checks).
@@ -56,13 +59,12 @@ class ShapingStage(beam.PTransform):
                      | "Forecast" >> beam.Map(shaping_runs.forecast_shard, config)
                      | "GroupShards" >> beam.GroupByKey()
                      | "MergeShards" >> beam.Map(shaping_runs.merge_forecasts))
-        baseline = prepared[WORKLOAD] | "Baseline" >> beam.Map(shaping_runs.no_forecasts)
-        results = ((forecasts, baseline)
-                   | "AllForecasts" >> beam.Flatten()
+        results = (prepared[WORKLOAD]
                    | "FanOut" >> beam.FlatMap(shaping_runs.fan_out, config)
                    # Spreads the runs over workers (a fan-out alone stays on one).
                    | "GroupRuns" >> beam.GroupByKey()
-                   | "Simulate" >> beam.FlatMap(shaping_runs.run, config, workload)
+                   | "Simulate" >> beam.FlatMap(shaping_runs.run, config, workload,
+                                                beam.pvalue.AsDict(forecasts))
                    | "SplitResults" >> SplitByTag((RUNS, APPLICATIONS)))
         runs = (results[RUNS]
                 | "KeyRuns" >> beam.Map(lambda row: (None, row))

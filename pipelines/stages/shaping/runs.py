@@ -14,14 +14,22 @@ from pipelines.io.failures import RunFailed
 from pipelines.stages.shaping.workload import ShapingInput
 from policies.shaping.cluster.simulator import simulate
 from policies.shaping.forecasters import forecast_workload, series_representatives
-from policies.shaping.metrics import application_metrics, distribution, run_metrics
+from policies.shaping.metrics import (
+    application_metrics,
+    distribution,
+    offered_load,
+    run_metrics,
+)
 from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
 
 RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_summary"
 Config = fleetcast_pb2.ShapingConfig
 BASELINE, NO_FORECASTER = "baseline", "none"
 # ShapingConfig.failure_model → the simulator's failure_model.
-FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "component"}
+FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "component",
+                  Config.MEMORY_LIMIT: "memory"}
+# ShapingConfig.growth → the simulator's growth.
+GROWTH_MODELS = {Config.ALWAYS: "always", Config.IF_FREE: "if_free"}
 # Application columns summarized as distributions (pooled over a cell's seeds).
 APPLICATION_METRICS = ("turnaround_s", "wait_s", "cpu_slack_pct", "memory_slack_pct",
                        "work_lost_s")
@@ -30,6 +38,8 @@ FORECAST_STEP_BYTES = 32
 # One forecaster's forecasts are one Beam element (merged from its shards) that every run of
 # it reads: a sixth of the 24 GB machine the design targets.
 MAX_FORECAST_BYTES = 4 * 10 ** 9
+# A summary cell: the runs of every seed of one (forecaster, k1, k2, policy, target load).
+CELL_KEY = ("forecaster", "k1", "k2", "policy", "target_offered_load")
 # Run columns summarized over a cell's seeds.
 RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
                "preempted_applications_pct", "mean_cpu_slack_pct", "mean_memory_slack_pct",
@@ -38,16 +48,14 @@ RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One simulation; the baseline's forecaster is "none" and its k1, k2 None."""
+    """One simulation; the baseline's forecaster is "none" and its k1, k2 None; `load` the
+    target offered load (None: the config's arrival_rate_scale)."""
     forecaster: str
     k1: Optional[float]
     k2: Optional[float]
     policy: str
     seed: int
-
-    @property
-    def key(self) -> tuple:
-        return (self.forecaster, self.k1, self.k2, self.policy)
+    load: Optional[float] = None
 
 
 def policy_names(config) -> List[str]:
@@ -63,22 +71,25 @@ def seeds(config) -> List[int]:
 
 
 def unshaped_after_failures(config) -> int:
-    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT ([Pace18]'s
-    simulator; without it a retry replays its failure forever) and 0 under HOST_OVERLOAD
-    (where a retry can succeed; keeps that model's earlier answers)."""
+    """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT and
+    MEMORY_LIMIT ([Pace18]'s simulator; without it a retry replays its failure forever) and 0
+    under HOST_OVERLOAD (where a retry can succeed; keeps that model's earlier answers)."""
     if config.HasField("unshaped_after_failures"):
         return config.unshaped_after_failures
-    return int(config.failure_model == Config.COMPONENT_LIMIT)
+    return int(config.failure_model in (Config.COMPONENT_LIMIT, Config.MEMORY_LIMIT))
 
 
 def run_specs(config) -> List[RunSpec]:
-    """Every configured simulation; the baseline (always run: the speedups need it) once per
-    seed, the shaping policies for every forecaster, k1 and k2."""
+    """Every configured simulation, at every target offered load: the baseline (always run:
+    the speedups need it) once per seed, the shaping policies for every forecaster, k1 and
+    k2."""
     shaping = [p for p in policy_names(config) if p != BASELINE]
-    specs = [RunSpec(NO_FORECASTER, None, None, BASELINE, s) for s in seeds(config)]
-    for forecaster in forecaster_names(config):
-        specs += [RunSpec(forecaster, k1, k2, policy, seed) for k1 in config.k1
-                  for k2 in config.k2 for policy in shaping for seed in seeds(config)]
+    specs = []
+    for load in list(config.target_offered_load) or [None]:
+        specs += [RunSpec(NO_FORECASTER, None, None, BASELINE, s, load) for s in seeds(config)]
+        for forecaster in forecaster_names(config):
+            specs += [RunSpec(forecaster, k1, k2, policy, seed, load) for k1 in config.k1
+                      for k2 in config.k2 for policy in shaping for seed in seeds(config)]
     return specs
 
 
@@ -129,23 +140,36 @@ def merge_forecasts(element):
     return name, merged
 
 
-def fan_out(forecasts, config):
-    """(forecaster, Forecasts) → ((index), (RunSpec, Forecasts)) per run of the forecaster;
-    a None forecaster (the baseline's element) gives the baseline runs."""
-    name, merged = forecasts
+def fan_out(shaping_input: ShapingInput, config):
+    """((index, None), RunSpec) per configured run (the workload element only triggers the
+    runs: they read it as a side input)."""
     for i, spec in enumerate(run_specs(config)):
-        if spec.forecaster == name:
-            yield (name, i), (spec, merged)
+        yield (i, None), spec
 
 
-def run(element, config, shaping_input: ShapingInput):
-    """((forecaster, i), [(RunSpec, Forecasts)]) → (RUNS, row) and (APPLICATIONS, table)."""
-    _, (payload,) = element
-    spec, forecasts = payload
+def with_load(workload, config, cluster, target: Optional[float]):
+    """`workload` at a load: submissions as frequent as makes its offered load `target` (to
+    within the rounding of submit steps), or, with None, `arrival_rate_scale` times as
+    frequent."""
+    if target is not None:
+        load = offered_load(workload, cluster.capacity)
+        if not np.isfinite(load):
+            raise RunFailed("shaping.target_offered_load: the workload's submissions span no "
+                            "time, so no arrival rate gives it a load")
+        return workload.with_arrival_rate(target / load)
+    return workload.with_arrival_rate(config.arrival_rate_scale)
+
+
+def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):
+    """((i, None), [RunSpec]) → (RUNS, row) and (APPLICATIONS, table); the forecasts of the
+    run's forecaster come from `forecasts_by_name` (none for the baseline)."""
+    _, (spec,) = element
+    forecasts = forecasts_by_name.get(spec.forecaster)
     rng = np.random.default_rng(spec.seed)
     workload = shaping_input.workload
     if config.sampled_applications:
         workload = workload.sampled(config.sampled_applications, rng)
+    workload = with_load(workload, config, shaping_input.cluster, spec.load)
     workload = workload.with_elastic(config.elastic_fraction, rng)
     policy = SHAPING_POLICIES[spec.policy](spec.k1, spec.k2).fit(
         workload, forecasts, config.shaping_interval_steps)
@@ -154,7 +178,9 @@ def run(element, config, shaping_input: ShapingInput):
     result = simulate(workload, shaping_input.cluster, policy, config.shaping_interval_steps,
                       seed=spec.seed, max_steps=max_steps,
                       failure_model=FAILURE_MODELS[config.failure_model],
-                      unshaped_after_failures=unshaped_after_failures(config))
+                      unshaped_after_failures=unshaped_after_failures(config),
+                      growth=GROWTH_MODELS[config.growth],
+                      elastic_progress=config.elastic_progress)
     apps = application_metrics(workload, result)
     row = {"forecaster": spec.forecaster, "k1": spec.k1, "k2": spec.k2, "policy": spec.policy,
            "seed": spec.seed, "hosts": shaping_input.cluster.num_hosts,
@@ -162,32 +188,41 @@ def run(element, config, shaping_input: ShapingInput):
            "component_steps": result.component_steps, "shaping_steps": result.shaping_steps,
            "preempting_shaping_steps": result.algorithm_runs,
            "forecast_fits": forecasts.fits if forecasts is not None else 0,
+           "offered_load": offered_load(workload, shaping_input.cluster.capacity),
+           "target_offered_load": spec.load,
+           "mean_queue_length": result.queued_app_steps / max(result.steps, 1),
            **run_metrics(apps)}
     yield RUNS, row
     columns = {"forecaster": [spec.forecaster] * workload.num_apps,
                "k1": [spec.k1] * workload.num_apps, "k2": [spec.k2] * workload.num_apps,
                "policy": [spec.policy] * workload.num_apps,
                "seed": np.full(workload.num_apps, spec.seed), "app_id": workload.app_id,
-               **apps}
+               **apps, "target_offered_load": [spec.load] * workload.num_apps}
     yield APPLICATIONS, pa.table(columns, schema=schemas.SHAPING_APPLICATIONS)
 
 
 def runs_table(rows: Iterable[dict]) -> pa.Table:
-    """Every run's row with its turnaround speedup over the baseline of the same seed."""
-    rows = sorted(rows, key=lambda r: (r["forecaster"], r["policy"], r["k1"] or 0,
-                                       r["k2"] or 0, r["seed"]))
-    baseline = {r["seed"]: r["mean_turnaround_s"] for r in rows if r["policy"] == BASELINE}
+    """Every run's row with its turnaround speedup over the baseline of the same seed and
+    target load, and that baseline's mean queue length."""
+    rows = sorted(rows, key=lambda r: (r["target_offered_load"] or 0, r["forecaster"],
+                                       r["policy"], r["k1"] or 0, r["k2"] or 0, r["seed"]))
+    baseline = {(r["seed"], r["target_offered_load"]): r for r in rows
+                if r["policy"] == BASELINE}
     for row in rows:
-        row["turnaround_speedup_vs_baseline"] = baseline[row["seed"]] / row[
+        reference = baseline[row["seed"], row["target_offered_load"]]
+        row["turnaround_speedup_vs_baseline"] = reference["mean_turnaround_s"] / row[
             "mean_turnaround_s"] if row["mean_turnaround_s"] else None
+        row["baseline_mean_queue_length"] = reference["mean_queue_length"]
     return pa.Table.from_pylist(rows, schema=schemas.SHAPING_RUNS)
 
 
 def summary_rows(key: tuple, values: dict) -> List[dict]:
-    """SHAPING_SUMMARY rows of one cell: {metric: float64[n]}."""
-    forecaster, k1, k2, policy = key
+    """SHAPING_SUMMARY rows of one cell, key (forecaster, k1, k2, policy, target load):
+    {metric: float64[n]}."""
+    forecaster, k1, k2, policy, load = key
     return [{"forecaster": forecaster, "k1": k1, "k2": k2, "policy": policy, "metric": name,
-             **distribution(np.asarray(v, dtype=np.float64))} for name, v in values.items()]
+             **distribution(np.asarray(v, dtype=np.float64)), "target_offered_load": load}
+            for name, v in values.items()]
 
 
 def summary_of_applications(element) -> pa.Table:
@@ -203,7 +238,7 @@ def summary_of_runs(runs: pa.Table) -> pa.Table:
     """SHAPING_SUMMARY rows of the run metrics, per cell over its seeds."""
     frame = runs.to_pandas()
     rows = []
-    for key, cell in frame.groupby(["forecaster", "k1", "k2", "policy"], dropna=False):
+    for key, cell in frame.groupby(list(CELL_KEY), dropna=False):
         key = tuple(None if isinstance(v, float) and np.isnan(v) else v for v in key)
         rows += summary_rows(key, {name: cell[name].to_numpy(dtype=np.float64)
                                    for name in RUN_METRICS})
@@ -213,10 +248,5 @@ def summary_of_runs(runs: pa.Table) -> pa.Table:
 def application_cell(table: pa.Table):
     """(cell key, table) of a shaping_applications table (one run's)."""
     first = table.slice(0, 1).to_pylist()[0]
-    return (first["forecaster"], first["k1"], first["k2"], first["policy"]), table
-
-
-def no_forecasts(shaping_input: ShapingInput) -> tuple:
-    """The baseline's (forecaster, forecasts) element."""
-    return NO_FORECASTER, None
+    return tuple(first[name] for name in CELL_KEY), table
 

@@ -7,12 +7,14 @@ from configs.units import DAY_S
 from pipelines.stages.shaping.runs import (
     BASELINE,
     FAILURE_MODELS,
+    GROWTH_MODELS,
     Config,
     forecaster_names,
     policy_names,
     run_specs,
 )
 from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
+from predictors.peak.registry import check_arima_orders
 
 # The step is a usage window's length (300 s in the Google and Azure traces): a longer one
 # keeps one window per step.
@@ -36,6 +38,10 @@ MAX_HOSTS = Limit(100_000, "hosts", "400 x [Pace18]'s 250; the scheduler scans t
 MAX_HISTORY_SAMPLES = Limit(1_440, "samples (a day of 1-minute samples)",
                             "every fit reads this many samples (ARIMA fits all of a series' "
                             "windows at once, a GP costs their cube)")
+# An arrival-rate scale or offered load beyond this queues nearly every application for the
+# whole run: the simulation then grows with the queue, not the workload.
+MAX_LOAD_FACTOR = Limit(1_000, "", "a thousand times the trace's arrival rate or the "
+                        "cluster's capacity queues nearly every application for the whole run")
 # Each is one simulation of the whole workload (the synthetic sweep runs 435).
 MAX_RUNS = 10_000
 
@@ -65,11 +71,7 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                   f"{field}.num_history_samples",
                   f"must be >= min_fit_samples ({config.min_fit_samples}), got "
                   f"{config.num_history_samples}")
-    for i, order in enumerate(config.arima_order):
-        # policies/shaping/arima.py fits ARIMA(p, 1, 0) only.
-        check.require((order.d, order.q) == (1, 0) and 0 <= order.p <= 4,
-                      f"{field}.arima_order[{i}]",
-                      f"must be (p in 0..4, 1, 0), got ({order.p}, {order.d}, {order.q})")
+    check_arima_orders(check, config.arima_order, f"{field}.arima_order")
     if Config.GAUSSIAN_PROCESS in config.forecaster:
         check.require(1 <= config.gp_pattern_length <= config.min_fit_samples - 2,
                       f"{field}.gp_pattern_length",
@@ -77,9 +79,13 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                       f"got {config.gp_pattern_length}")
     check.require(config.usage_statistic != Config.USAGE_STATISTIC_UNSPECIFIED,
                   f"{field}.usage_statistic", "is USAGE_STATISTIC_UNSPECIFIED")
+    check.require(config.sub_window_usage != Config.SUB_WINDOW_USAGE_UNSPECIFIED,
+                  f"{field}.sub_window_usage", "is SUB_WINDOW_USAGE_UNSPECIFIED")
     check.require(config.failure_model in FAILURE_MODELS, f"{field}.failure_model",
-                  f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, got "
+                  f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, MEMORY_LIMIT, got "
                   f"{Config.FailureModel.Name(config.failure_model)}")
+    check.require(config.growth in GROWTH_MODELS, f"{field}.growth",
+                  f"must be ALWAYS or IF_FREE, got {Config.Growth.Name(config.growth)}")
     _validate_hosts(check, config, has_hosts, field)
 
 
@@ -93,12 +99,21 @@ def _validate_sizes(check, config, field: str):
     for name in ("num_history_samples", "min_fit_samples"):
         check.positive(config, name, field, maximum=MAX_HISTORY_SAMPLES)
     check.positive(config, "forecast_shards", field, maximum=UPPER_BOUNDS["num_shards"])
+    check.positive(config, "arrival_rate_scale", field, maximum=MAX_LOAD_FACTOR)
+    for i, load in enumerate(config.target_offered_load):
+        check.require(0 < load <= MAX_LOAD_FACTOR.maximum, f"{field}.target_offered_load[{i}]",
+                      f"must be > 0 and at most {MAX_LOAD_FACTOR.maximum:,g}: "
+                      f"{MAX_LOAD_FACTOR.why}; got {load}")
+    check.require(not (config.target_offered_load and config.HasField("arrival_rate_scale")),
+                  f"{field}.arrival_rate_scale",
+                  "cannot be set with target_offered_load (set one of the two)")
     check.positive(config, "unshaped_after_failures", field, allow_zero=True)
     for i, seed in enumerate(config.seed):
         check.require(seed >= 0, f"{field}.seed[{i}]", f"must be >= 0, got {seed}")
     runs = len(run_specs(config))
     check.require(runs <= MAX_RUNS, field,
-                  f"forecaster x k1 x k2 x policy x seed gives {runs:,} simulations, at most "
+                  f"forecaster x k1 x k2 x policy x seed x target_offered_load gives {runs:,} "
+                  f"simulations, at most "
                   f"{MAX_RUNS:,} (each simulates the whole workload)")
 
 

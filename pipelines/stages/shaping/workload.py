@@ -4,7 +4,9 @@ Applications are collections (an instance without a collection id, e.g. an Azure
 own); components are their instances, each task's *first* run (a later run is the trace
 scheduler's restart, which the simulator replays itself). A component requests its
 instance's request and uses the configured statistic (`usage_statistic`) of its usage windows
-on the step grid from its first window (a missing window repeats the previous one); an
+on the step grid from its first window (a missing window repeats the previous one), or, with
+a step shorter than the windows, per-step usage synthesised from each window's mean and
+maximum (`sub_window_usage`, policies/shaping/workload.py's `sub_window_steps`); an
 application is submitted at its first component's start, at its components' highest
 priority. A usage series of an instance the trace does not list (the Azure CPU readings) is
 an application of its own, requesting its rows' limits (`with_usage_only_instances`).
@@ -21,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from configs import fleetcast_pb2
 from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding
@@ -28,7 +31,7 @@ from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
 from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.pools import hosts_of_machines
 from policies.shaping.cluster.cluster import Cluster
-from policies.shaping.workload import Workload
+from policies.shaping.workload import SUB_WINDOW_SEED, Workload, sub_window_steps
 
 SOURCE = "shaping"
 WORKLOAD = "workload"
@@ -103,14 +106,20 @@ def instance_reasons(instances: pa.Table, machines: pa.Table, config) -> np.ndar
 
 def usage_series(instances: pa.Table, usage: pa.Table, config):
     """(lengths int64[n], series float64[sum, 2]) of the kept instances (rows in order) on
-    the step grid; a length of 0 = no usage window."""
+    the step grid; a length of 0 = no usage window. A window covers its length / step_s
+    steps (at least one) of its `usage_statistic`, or, with `sub_window_usage: SYNTHESISED`,
+    of `sub_window_steps` usage (each window's mean and maximum kept)."""
     step_us = config.step_s * US_PER_S
-    statistic = "avg" if config.usage_statistic == 1 else "max"
+    synthesised = config.sub_window_usage == fleetcast_pb2.ShapingConfig.SYNTHESISED
+    statistics = ("avg", "max") if synthesised else (
+        "avg" if config.usage_statistic == 1 else "max",)
     ids = instances.column("instance_id")
     usage = usage.filter(pc.is_in(usage.column("instance_id"), ids))
-    cpu = usage.column(f"{statistic}_cpu")
-    usage = usage.filter(pc.is_valid(cpu) if config.cpu_only else pc.and_(
-        pc.is_valid(cpu), pc.is_valid(usage.column(f"{statistic}_memory"))))
+    resources = ("cpu",) if config.cpu_only else ("cpu", "memory")
+    valid = [pc.is_valid(usage.column(f"{s}_{r}")) for s in statistics for r in resources]
+    for condition in valid[1:]:
+        valid[0] = pc.and_(valid[0], condition)
+    usage = usage.filter(valid[0])
     row = pc.index_in(usage.column("instance_id"), ids).to_numpy(zero_copy_only=False)
     start = usage.column("start_time").to_numpy()
     run_start = instances.column("start_time").to_numpy()[row]
@@ -119,16 +128,30 @@ def usage_series(instances: pa.Table, usage: pa.Table, config):
     keep = (start >= run_start) & ~(start >= run_end)  # a null end (NaN) keeps every window
     order = np.lexsort((start[keep], row[keep]))
     row, start = row[keep][order], start[keep][order]
-    values = np.column_stack([
-        usage.column(f"{statistic}_cpu").to_numpy(zero_copy_only=False)[keep][order],
-        np.zeros(len(row)) if config.cpu_only else
-        usage.column(f"{statistic}_memory").to_numpy(zero_copy_only=False)[keep][order]])
+
+    def window_values(statistic):
+        """float64[w, 2] the kept windows' (cpu, memory) `statistic`, memory 0 if cpu_only."""
+        columns = [usage.column(f"{statistic}_{r}").to_numpy(zero_copy_only=False)
+                   [keep][order] for r in resources]
+        return np.column_stack(columns + [np.zeros(len(row))] * (2 - len(columns)))
+
     first = np.concatenate([[True], row[1:] != row[:-1]]) if len(row) else np.zeros(0, bool)
     first_start = np.maximum.accumulate(np.where(first, start, -1))
     step = (start - first_start) // step_us
+    # A window covers its length / step_s steps (at least one).
+    end = usage.column("end_time").to_numpy(zero_copy_only=False)[keep][order]
+    sub_steps = np.maximum(np.round((end - start) / step_us), 1).astype(np.int64)
     lengths = np.zeros(instances.num_rows, dtype=np.int64)
-    np.maximum.at(lengths, row, step + 1)
+    np.maximum.at(lengths, row, step + sub_steps)
     check_series_size(int(lengths.sum()), usage, config)
+    if synthesised:
+        values = sub_window_steps(window_values("avg"), window_values("max"), sub_steps,
+                                  np.random.default_rng(SUB_WINDOW_SEED))
+    else:
+        values = np.repeat(window_values(statistics[0]), sub_steps, axis=0)
+    within = np.arange(sub_steps.sum()) - np.repeat(np.cumsum(sub_steps) - sub_steps,
+                                                   sub_steps)
+    row, step = np.repeat(row, sub_steps), np.repeat(step, sub_steps) + within
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     position = np.full(offsets[-1], -1)
     position[offsets[row] + step] = np.arange(len(row))

@@ -50,6 +50,13 @@ def first_fit(free: np.ndarray, demand: np.ndarray) -> int:
 def place_all(free: np.ndarray, demand: np.ndarray) -> Optional[np.ndarray]:
     """Hosts int64[k] for components of demand float[k, 2], first fit one after the other,
     taken from `free` (modified in place); None (and `free` unchanged) if one does not fit."""
+    # Shortcuts for a head that cannot fit (the common case in a full cluster): a component
+    # larger than every host's free room, or more demand than all of it (free room < 0 of
+    # overcommitted hosts counts 0; beyond rounding, so the loop decides near-exact fills).
+    room = np.maximum(free, 0.0).sum(axis=0)
+    if len(demand) and (np.any(demand.max(axis=0) > free.max(axis=0))
+                        or np.any(demand.sum(axis=0) > room * (1 + 1e-9) + 1e-12)):
+        return None
     hosts = np.empty(len(demand), dtype=np.int64)
     for i, d in enumerate(demand):
         hosts[i] = first_fit(free, d)

@@ -10,8 +10,24 @@ a fitted shaping policy, one step of the workload's `step_s` at a time. Each ste
 4. components use their series at their age. Failure model "host": a host whose usage
    exceeds its capacity (CPU or memory, both incompressible) kills components, lowest
    priority first, ties in a seeded order; "component": first, every component using more
-   than its own allocation is killed. A killed core component fails its application;
-5. survivors age a step; a component ends at its length, an application with its last core one.
+   than its own allocation is killed; "memory": CPU is compressible (a component's CPU use
+   is throttled to its allocation and never kills), a component using more memory than its
+   allocation is killed, then a host whose memory use exceeds its capacity kills as under
+   "host" ([Pace18]'s simulator: only OOM kills). A killed core component fails its
+   application;
+5. survivors age a step; a component ends at its length, an application with its last core
+   one. With `elastic_progress` an application instead holds C x L component-steps of work
+   (C components, L its longest core component's length) and advances by its running
+   components each step ([Pace18]'s simulator: progress proportional to the running
+   components): it ends, all its components with it, when the work is done; its components
+   replay their series cyclically (age modulo length), and a killed or preempted elastic
+   component takes back the work it did (its age).
+
+Growth (`growth`): "always" gives every component the policy's allocation; "if_free" grants
+a component's growth over its current allocation, per resource, only where its host has that
+much free after every shrink of the step (in component order), else the allocation stays
+([Pace18]'s simulator: a resize up needs free host resources, and a component left short is
+killed by the next check where it uses more than it has).
 
 A failed or fully preempted application restarts from age 0 at its original place in the
 queue; after `unshaped_after_failures` failures it runs at its requests for good, as
@@ -25,13 +41,15 @@ import numpy as np
 
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.scheduler import FifoQueue, first_fit, place_all
-from policies.shaping.policies.base import RunningComponents, ShapingPolicy
+from policies.shaping.shapers.base import RunningComponents, ShapingPolicy
 from policies.shaping.workload import Workload
 
 WAITING, QUEUED, RUNNING, DONE = 0, 1, 2, 3
 OVERLOAD_TOLERANCE = 1e-9
-# Step 4's failure models (ShapingConfig.failure_model).
-FAILURE_MODELS = ("host", "component")
+# Step 4's failure models (ShapingConfig.failure_model), and the resources whose overuse kills.
+FAILURE_MODELS = ("host", "component", "memory")
+KILLING_RESOURCES = {"host": [0, 1], "component": [0, 1], "memory": [1]}
+GROWTH_MODELS = ("always", "if_free")
 
 
 @dataclasses.dataclass
@@ -49,6 +67,8 @@ class SimulationResult:
       allocated, used: (cpu, memory) summed over its component-steps.
       steps, component_steps, shaping_steps, algorithm_runs: per run, the steps simulated,
         component-steps run, shaping steps, and shaping steps that preempted something.
+      queued_app_steps: per run, the sum over steps of the applications waiting in the queue
+        (after the step's admissions).
     """
 
     finish_step: np.ndarray
@@ -64,6 +84,7 @@ class SimulationResult:
     component_steps: int = 0
     shaping_steps: int = 0
     algorithm_runs: int = 0
+    queued_app_steps: int = 0
 
 
 class Simulation:
@@ -77,19 +98,30 @@ class Simulation:
       interval_steps: S, steps between shaping steps.
       seed: seed of the overload victims' tie-break order.
       max_steps: steps simulated at most; applications unfinished then stay so.
-      failure_model: "host" (overloaded hosts kill components) or "component" (a component
-        using more than its allocation is killed first).
+      failure_model: "host" (overloaded hosts kill components), "component" (a component
+        using more than its allocation is killed first) or "memory" (CPU compressible; only
+        memory over the allocation, then over the host's capacity, kills).
       unshaped_after_failures: failures after which an application runs at its requests
         (the retry rule); 0: never.
+      growth: "always" or "if_free" (growth granted only from the host's free resources).
+      elastic_progress: applications progress by their running components (see the module
+        docstring) instead of each component by its own length.
     """
 
     def __init__(self, workload: Workload, cluster: Cluster, policy: ShapingPolicy,
                  interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9,
-                 failure_model: str = "host", unshaped_after_failures: int = 0):
+                 failure_model: str = "host", unshaped_after_failures: int = 0,
+                 growth: str = "always", elastic_progress: bool = False):
         if failure_model not in FAILURE_MODELS:
             raise ValueError(f"failure_model must be one of {FAILURE_MODELS}, got "
                              f"{failure_model!r}")
-        self.component_limits = failure_model == "component"
+        if growth not in GROWTH_MODELS:
+            raise ValueError(f"growth must be one of {GROWTH_MODELS}, got {growth!r}")
+        self.component_limits = failure_model in ("component", "memory")
+        self.killing = KILLING_RESOURCES[failure_model]
+        self.cpu_throttled = failure_model == "memory"
+        self.grant_if_free = growth == "if_free"
+        self.elastic_progress = elastic_progress
         w = self.workload = workload
         self.capacity, self.policy = cluster.capacity, policy
         self.interval_steps, self.max_steps = interval_steps, max_steps
@@ -113,6 +145,10 @@ class Simulation:
                                                np.zeros(num_components, dtype=np.int64))
         self.allocated_sum = np.zeros((num_components, 2))
         self.used_sum = np.zeros((num_components, 2))
+        # elastic_progress: each application's work (component-steps) and the part done.
+        core_length = np.where(w.elastic, 0, w.length)
+        self.work = np.diff(w.app_start) * np.maximum.reduceat(core_length, w.app_start[:-1])
+        self.progress = np.zeros(num_apps, dtype=np.int64)
         self.result = SimulationResult(
             np.full(num_apps, -1), np.full(num_apps, -1), *(np.zeros(num_apps, np.int64)
                                                             for _ in range(5)),
@@ -138,6 +174,7 @@ class Simulation:
                     break
                 t = max(t + 1, int(w.submit_step[arrived]))
                 continue
+            self.result.queued_app_steps += len(self.queue)
             self.advance(t)
             t += 1
         return self.finish_run(t)
@@ -148,16 +185,24 @@ class Simulation:
             self._running = np.flatnonzero(self.host >= 0)
         return self._running
 
+    def series_age(self, components: np.ndarray) -> np.ndarray:
+        """int64[k] the step of their series that `components` use now: their age, modulo
+        their length with elastic_progress."""
+        age = self.age[components]
+        return age % self.workload.length[components] if self.elastic_progress else age
+
     def advance(self, t: int):
         """Usage, overload kills, accounting and ageing of step t."""
         w, running = self.workload, self.running()
-        use = w.usage[w.offset[running] + self.age[running]]
+        use = w.usage[w.offset[running] + self.series_age(running)]
+        if self.cpu_throttled:
+            use[:, 0] = np.minimum(use[:, 0], self.allocation[running, 0])
         if self.component_limits:
             running, use = self.kill_over_limits(running, use)
-        host = self.host[running]
+        host, killing = self.host[running], self.killing
         load = np.column_stack([np.bincount(host, use[:, r], minlength=len(self.capacity))
                                 for r in range(2)])
-        if np.any(load > self.capacity * (1 + OVERLOAD_TOLERANCE)):
+        if np.any(load[:, killing] > self.capacity[:, killing] * (1 + OVERLOAD_TOLERANCE)):
             self.kill_overloads(running, use, load)
             alive = self.host[running] >= 0
             running, use = running[alive], use[alive]
@@ -165,13 +210,31 @@ class Simulation:
         self.used_sum[running] += use
         self.result.component_steps += len(running)
         self.age[running] += 1
+        if self.elastic_progress:
+            self.advance_applications(running, t + 1)
+            return
         for c in running[self.age[running] >= w.length[running]]:
             self.complete(int(c), t + 1)
 
+    def advance_applications(self, running: np.ndarray, t_end: int):
+        """elastic_progress: the applications of `running` (ascending) advance by their
+        running components; those whose work is done finish at t_end."""
+        app = self.app_of[running]
+        if not len(app):
+            return
+        # `running` ascends, so each application's components are one run of `app`.
+        first = np.concatenate([[0], np.flatnonzero(app[1:] != app[:-1]) + 1])
+        apps = app[first]
+        self.progress[apps] += np.diff(np.append(first, len(app)))
+        for a in apps[self.progress[apps] >= self.work[apps]]:
+            self.finish_app(int(a), t_end)
+
     def kill_over_limits(self, running, use):
-        """Step 4, component model: kills every component using more than its allocation;
-        returns (running, use) of the survivors."""
-        over = np.any(use > self.allocation[running] * (1 + OVERLOAD_TOLERANCE), axis=1)
+        """Step 4, component and memory models: kills every component using more than its
+        allocation of a killing resource; returns (running, use) of the survivors."""
+        killing = self.killing
+        over = np.any(use[:, killing] > self.allocation[running][:, killing]
+                      * (1 + OVERLOAD_TOLERANCE), axis=1)
         if not over.any():
             return running, use
         for c in running[over]:
@@ -181,14 +244,16 @@ class Simulation:
         return running[alive], use[alive]
 
     def kill_overloads(self, running, use, load):
-        """Step 4: kills components of overloaded hosts until each fits (modifies load)."""
-        limit = self.capacity * (1 + OVERLOAD_TOLERANCE)
+        """Step 4: kills components of hosts overloaded in a killing resource until each
+        fits (modifies load)."""
+        killing = self.killing
+        limit = self.capacity[:, killing] * (1 + OVERLOAD_TOLERANCE)
         priority = self.workload.priority[self.app_of[running]]
-        for h in np.flatnonzero(np.any(load > limit, axis=1)):
+        for h in np.flatnonzero(np.any(load[:, killing] > limit, axis=1)):
             on = np.flatnonzero(self.host[running] == h)
             on = on[np.lexsort((self.victim_order[running[on]], priority[on]))]
             for row in on:
-                if np.all(load[h] <= limit[h]):
+                if np.all(load[h, killing] <= limit[h]):
                     break
                 c = int(running[row])
                 if self.host[c] < 0:
@@ -215,6 +280,8 @@ class Simulation:
             self.queue.push(app)
         counts = self.result.failed_components if failed else self.result.preempted_components
         counts[app] += len(released)
+        # elastic_progress: an elastic component takes back its work; a core one all of it.
+        self.progress[app] = self.progress[app] - int(self.age[c]) if w.elastic[c] else 0
         self.result.lost_steps[app] += int(self.age[released].sum())
         hosts = self.host[released]
         self.release(released)
@@ -240,10 +307,14 @@ class Simulation:
             return
         self.core_left[app] -= 1
         if self.core_left[app] == 0:
-            start, end = self.workload.app_start[app], self.workload.app_start[app + 1]
-            self.release(start + np.flatnonzero(self.host[start:end] >= 0))
-            self.waiting_elastic.difference_update(range(start, end))
-            self.state[app], self.result.finish_step[app] = DONE, t_end
+            self.finish_app(app, t_end)
+
+    def finish_app(self, app: int, t_end: int):
+        """Application `app` finished at t_end: its components leave their hosts."""
+        start, end = self.workload.app_start[app], self.workload.app_start[app + 1]
+        self.release(start + np.flatnonzero(self.host[start:end] >= 0))
+        self.waiting_elastic.difference_update(range(start, end))
+        self.state[app], self.result.finish_step[app] = DONE, t_end
 
     def place(self, components: np.ndarray, hosts: np.ndarray):
         """Places components (admitted on their requests) and shapes them at once: the
@@ -286,6 +357,10 @@ class Simulation:
 
     def place_elastic(self, components):
         """Places each elastic component first fit, or leaves it waiting."""
+        if len(components) and np.any(self.workload.request[components].min(axis=0)
+                                      > self.free.max(axis=0)):
+            self.waiting_elastic.update(int(c) for c in components)  # none fits anywhere
+            return
         for c in components:
             host = first_fit(self.free, self.workload.request[c])
             if host >= 0:
@@ -299,16 +374,17 @@ class Simulation:
         running = self.running()
         app = self.app_of[running]
         apps, inverse = np.unique(app, return_inverse=True)
+        # The scheduling order (FifoQueue.key: priority first, then submission, then index).
+        w = self.workload
         rank = np.empty(len(apps), dtype=np.int64)
-        rank[sorted(range(len(apps)), key=lambda i: self.queue.key(apps[i]))] = np.arange(
-            len(apps))
-        age = self.age[running]
+        rank[np.lexsort((apps, w.submit_step[apps], -w.priority[apps]))] = np.arange(len(apps))
+        target = self.policy.targets(running, self.series_age(running))
         view = RunningComponents(running, self.host[running], app,
-                                 self.workload.elastic[running], age, rank[inverse],
-                                 self.unshaped_to_request(running,
-                                                          self.policy.targets(running, age)),
+                                 self.workload.elastic[running], self.age[running],
+                                 rank[inverse], self.unshaped_to_request(running, target),
                                  self.capacity)
         decision = self.policy.reshape(view)
+        before = self.allocation[running]
         self.allocation[running] = decision.allocation
         self.result.algorithm_runs += int(len(decision.preempted_apps)
                                           + len(decision.preempted_components) > 0)
@@ -319,11 +395,34 @@ class Simulation:
         for c in decision.preempted_components:
             if self.host[c] >= 0:
                 self.kill(int(c), failed=False)
-        placed = self.host >= 0
+        if self.grant_if_free:
+            alive = self.host[running] >= 0
+            self.allocation[running[alive]] = self.granted(
+                running[alive], before[alive], decision.allocation[alive])
+        placed = self.running()
+        host = self.host[placed]
         self.free = self.capacity - np.column_stack([
-            np.bincount(self.host[placed], self.allocation[placed, r],
-                        minlength=len(self.capacity)) for r in range(2)])
+            np.bincount(host, self.allocation[placed, r], minlength=len(self.capacity))
+            for r in range(2)])
         self._dirty = True
+
+    def granted(self, components: np.ndarray, before: np.ndarray, wanted: np.ndarray):
+        """float64[k, 2] the allocations of every placed component (ascending) under growth
+        "if_free": each shrink to `wanted`, then, per resource and in component order, each
+        growth over `before` where its host still has that much free, else `before`."""
+        allocation = np.minimum(before, wanted)
+        host, num_hosts = self.host[components], len(self.capacity)
+        for r in range(2):
+            free = self.capacity[:, r] - np.bincount(host, allocation[:, r], minlength=num_hosts)
+            growth = wanted[:, r] - allocation[:, r]
+            # Hosts whose total growth fits grant every growth; the others, one at a time.
+            tight = np.bincount(host, growth, minlength=num_hosts) > free
+            allocation[~tight[host], r] = wanted[~tight[host], r]
+            for row in np.flatnonzero(tight[host] & (growth > 0)):
+                if free[host[row]] >= growth[row]:
+                    free[host[row]] -= growth[row]
+                    allocation[row, r] = wanted[row, r]
+        return allocation
 
     def finish_run(self, steps: int) -> SimulationResult:
         result = self.result
@@ -337,8 +436,9 @@ class Simulation:
 
 def simulate(workload: Workload, cluster: Cluster, policy: ShapingPolicy,
              interval_steps: int, seed: int = 0, max_steps: int = 10 ** 9,
-             failure_model: str = "host", unshaped_after_failures: int = 0
-             ) -> SimulationResult:
-    """Runs `workload` on `cluster` under the fitted `policy` (see the module docstring)."""
+             failure_model: str = "host", unshaped_after_failures: int = 0,
+             growth: str = "always", elastic_progress: bool = False) -> SimulationResult:
+    """Runs `workload` on `cluster` under the fitted `policy` (see the module docstring;
+    the arguments are `Simulation`'s)."""
     return Simulation(workload, cluster, policy, interval_steps, seed, max_steps,
-                      failure_model, unshaped_after_failures).run()
+                      failure_model, unshaped_after_failures, growth, elastic_progress).run()

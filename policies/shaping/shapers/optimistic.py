@@ -6,7 +6,7 @@ policies/shaping/cluster/simulator.py: lowest priority first, ties in a seeded r
 component's death fails its whole application); under the component failure model, a
 component using more than its own allocation is killed instead."""
 
-from policies.shaping.policies.base import ShapingPolicy
+from policies.shaping.shapers.base import ShapingPolicy
 
 
 class Optimistic(ShapingPolicy):

@@ -3,7 +3,7 @@ component is allocated its request, never resized and never preempted."""
 
 import numpy as np
 
-from policies.shaping.policies.base import ShapingPolicy
+from policies.shaping.shapers.base import ShapingPolicy
 
 
 class Baseline(ShapingPolicy):

@@ -20,7 +20,7 @@ capacity, no check can fail and the answer, "resize everything", skips the loop.
 
 import numpy as np
 
-from policies.shaping.policies.base import (
+from policies.shaping.shapers.base import (
     NOTHING,
     Reshape,
     RunningComponents,
@@ -45,6 +45,25 @@ class Pessimistic(ShapingPolicy):
 
 
 TIGHT_MARGIN = 1e-9
+
+
+def first_takes(capacity, host, target, elastic, by_host, tight, bad) -> np.ndarray:
+    """Marks `bad` the failing takes of the `tight` hosts, all at once, from each host's
+    free capacity after every take by cumulative sums; returns the hosts where some free
+    capacity is within TIGHT_MARGIN of 0, where the sums' rounding could differ from the
+    sequential subtractions': their takes must be redone one by one (`take`)."""
+    rows = by_host[tight[host[by_host]]]
+    if not len(rows):
+        return rows
+    on = host[rows]
+    taken = np.cumsum(target[rows], axis=0)
+    start = np.concatenate([[0], np.flatnonzero(on[1:] != on[:-1]) + 1])
+    before = np.repeat(taken[start] - target[rows[start]], np.diff(np.append(start, len(rows))),
+                       axis=0)
+    free = capacity[on] - (taken - before)
+    bad[rows] = np.where(elastic[rows], np.any(free <= 0, axis=1), np.any(free < 0, axis=1))
+    near = np.any(np.abs(free) <= capacity[on] * TIGHT_MARGIN, axis=1)
+    return np.unique(on[near])
 
 
 def algorithm_1(running: RunningComponents):
@@ -84,7 +103,8 @@ def algorithm_1(running: RunningComponents):
     # by more than rounding (n·ulp ≪ 1e-9 relative) has no failing take: skipped.
     load = np.column_stack([np.bincount(host, target[:, r], minlength=len(running.capacity))
                             for r in range(2)])
-    for h in np.flatnonzero(np.any(load >= running.capacity * (1 - TIGHT_MARGIN), axis=1)):
+    tight = np.any(load >= running.capacity * (1 - TIGHT_MARGIN), axis=1)
+    for h in first_takes(running.capacity, host, target, elastic, by_host, tight, bad):
         take(h)
     preempted_apps, preempted_components = [], []
     point = 0

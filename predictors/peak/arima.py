@@ -1,4 +1,6 @@
-"""Batched ARIMA(p, 1, 0) fits and forecasts in closed form ([Pace18] §III-A.1, §V).
+"""ARIMA(p, 1, 0) fits and forecasts in closed form, batched ([Pace18] §III-A.1, §V): the one
+ARIMA of fleetcast, used by the overcommit forecaster (predictors/peak/arima_forecaster.py)
+and the shaping forecaster (policies/shaping/forecasters.py).
 
 [Pace18] fits ARIMA by an automatic order search (AIC) on the last ten observations at every
 forecast. Here, for every window of a batch at once (numpy over the batch, a p x p solve per
@@ -12,7 +14,7 @@ window):
   so that every candidate's AIC is on the same sample, sigma^2 = RSS / nobs: statsmodels'
   `AutoReg(diff, lags=p, trend="n", hold_back=max(lags))`;
 - the forecast mean and predictive variance are statsmodels' ARIMA(p, 1, 0) `get_forecast`
-  with those parameters (tests/test_shaping_arima.py checks them on random series).
+  with those parameters (tests/test_arima.py checks them on random series).
 """
 
 from typing import Sequence
@@ -22,6 +24,12 @@ import numpy as np
 DEFAULT_LAGS = (0, 1, 2)
 # A window whose lagged-difference matrix is this close to singular cannot support the order.
 SINGULAR_TOLERANCE = 1e-12
+
+
+def supported_lags(lags: Sequence[int], length: int) -> list:
+    """The orders of `lags` that a window of `length` observations can fit (2p + 2 <= length),
+    or [0] (the random walk) when none can."""
+    return [p for p in lags if 2 * p + 2 <= length] or [0]
 
 
 def fit_forecast(histories: np.ndarray, horizon_steps: int, lags: Sequence[int] = DEFAULT_LAGS):

@@ -1,0 +1,85 @@
+"""Per-minute monitoring ([Pace18] §V): per-step usage synthesised from 5-minute windows'
+mean and maximum (`sub_window_steps`), and a 60-s step with one-step shaping through
+`fleetcast run` on a hand-made trace."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import schemas
+from policies.shaping.workload import sub_window_steps
+from tests.helpers import read_table, run_cli
+
+STEP_US = 300 * 1_000_000
+
+
+def test_sub_window_steps_keep_each_windows_mean_and_maximum():
+    rng = np.random.default_rng(1)
+    maximum = rng.uniform(0.1, 2.0, (500, 2))
+    mean = maximum * rng.uniform(0.3, 1.0, (500, 2))
+    steps = np.full(500, 5)
+    minutes = sub_window_steps(mean, maximum, steps, np.random.default_rng(0)).reshape(500, 5, 2)
+    np.testing.assert_allclose(minutes.mean(axis=1), mean, rtol=1e-12)
+    np.testing.assert_array_equal(minutes.max(axis=1), maximum)
+    assert (minutes >= 0).all()
+    # Seeded: the same draws give the same minutes; the minutes vary within a window.
+    again = sub_window_steps(mean, maximum, steps, np.random.default_rng(0)).reshape(500, 5, 2)
+    np.testing.assert_array_equal(minutes, again)
+    assert (minutes.min(axis=1) < mean).mean() > 0.9
+
+
+def test_a_peak_shorter_than_a_step_keeps_the_maximum():
+    # 5 steps of mean 0.1 cannot reach a maximum of 1: the peak step is 1, the others 0.
+    # A window of one step is its maximum; a flat window (mean = maximum) stays flat.
+    minutes = sub_window_steps(np.array([[0.1, 0.5], [0.3, 0.3], [0.2, 0.2]]),
+                               np.array([[1.0, 0.5], [0.6, 0.9], [0.2, 0.2]]),
+                               np.array([5, 1, 3]), np.random.default_rng(0))
+    np.testing.assert_array_equal(np.sort(minutes[:5, 0]), [0, 0, 0, 0, 1.0])
+    np.testing.assert_array_equal(minutes[:5, 1], np.full(5, 0.5))
+    np.testing.assert_array_equal(minutes[5], [0.6, 0.9])
+    np.testing.assert_array_equal(minutes[6:], np.full((3, 2), 0.2))
+
+
+def _tables(tmp_path):
+    """One instance requesting 1 x 1 for two 5-minute windows: (avg, max) CPU (0.4, 0.7) and
+    (0.2, 0.3), memory (0.5, 0.5) flat."""
+    instances = [{"instance_id": "1:0", "collection_id": 1, "instance_index": 0,
+                  "start_time": 0, "end_time": 2 * STEP_US, "cpu_request": 1.0,
+                  "memory_request": 1.0, "priority": 0}]
+    usage = [{"instance_id": "1:0", "machine_id": 1, "start_time": s * STEP_US,
+              "end_time": (s + 1) * STEP_US, "cpu_limit": 1.0, "memory_limit": 1.0,
+              "avg_cpu": avg, "max_cpu": peak, "avg_memory": 0.5, "max_memory": 0.5}
+             for s, (avg, peak) in enumerate([(0.4, 0.7), (0.2, 0.3)])]
+    loads = []
+    for table, rows in (("instances", instances), ("usage", usage)):
+        directory = tmp_path / f"in_{table}"
+        directory.mkdir()
+        pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
+                       directory / "part-0.parquet")
+        loads.append(f'{table} {{ input {{ parquet: "{directory}" }} }}')
+    return "\n".join(loads)
+
+
+@pytest.mark.parametrize("options, steps, cpu_used", [
+    # 5-minute steps on each window's maximum.
+    ("", 2, (0.7 + 0.3) / 2),
+    # Per-minute steps holding each window's maximum.
+    ("step_s: 60 sub_window_usage: REPEAT", 10, (0.7 + 0.3) / 2),
+    # Per-minute synthesised steps: the windows' means are kept.
+    ("step_s: 60 sub_window_usage: SYNTHESISED", 10, (0.4 + 0.2) / 2)])
+def test_per_minute_monitoring_through_the_cli(tmp_path, options, steps, cpu_used):
+    config = tmp_path / "minutes.textproto"
+    config.write_text(f'name: "minutes"\n{_tables(tmp_path)}\nshaping {{\n'
+                      "  policy: BASELINE policy: PESSIMISTIC forecaster: ORACLE k1: 0 k2: 0\n"
+                      "  shaping_interval_steps: 1 host_shape { cpu: 1 memory: 1 } "
+                      f"host_count: 1\n  {options}\n}}\n")
+    assert run_cli(config, tmp_path / "out") == 0
+    apps = read_table(tmp_path / "out" / "shaping_applications").set_index("policy")
+    assert apps.loc["baseline", "runtime_s"] == 600
+    # The baseline allocates 1 CPU: its slack is 1 - the mean CPU used.
+    assert apps.loc["baseline", "cpu_slack_pct"] == pytest.approx(100 * (1 - cpu_used))
+    runs = read_table(tmp_path / "out" / "shaping_runs").set_index("policy")
+    assert runs.loc["baseline", "steps"] == steps
+    # Shaping every step with the oracle: the allocation is each step's usage, no slack.
+    assert apps.loc["pessimistic", "cpu_slack_pct"] == pytest.approx(0, abs=1e-9)
