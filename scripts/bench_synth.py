@@ -2,10 +2,10 @@
 
 Generates a trace (default: 200 machines x 7 days, JSON) into a temporary directory on
 --processes processes and prints the wall time, rows/s and instance_usage windows/s (wall,
-and per CPU-second of all processes: the rate on a quiet machine). Then encodes the same instance_usage rows (the first
---sample-rows of the trace) two ways and prints both rates and their ratio: the
-generator's vectorized encoder, and a simple reference that builds one dict per row and
-calls json.dumps on it.
+and per CPU-second of all processes: the rate on a quiet machine). Then encodes the same
+instance_usage rows (the first --sample-rows of the trace) two ways and prints both rates
+and their ratio: the generator's compiled encoder, and a simple reference that builds one
+dict per row and calls json.dumps on it.
 
     python scripts/bench_synth.py [--machines 200] [--days 7] [--file-format json]
         [--processes 2] [--request-scale 1]
@@ -105,7 +105,7 @@ def main():
     clock = time.perf_counter()
     zlib.compress(fast, 1)
     gzip_s = time.perf_counter() - clock
-    print(f"JSON encoding of {n_rows:,} instance_usage rows: vectorized {rate(n_rows, fast_s)}, "
+    print(f"JSON encoding of {n_rows:,} instance_usage rows: compiled {rate(n_rows, fast_s)}, "
           f"reference (dict + json.dumps per row) {rate(n_rows, reference_s)}: "
           f"{reference_s / fast_s:.1f}x faster; gzip level 1 of them {rate(n_rows, gzip_s)}")
 

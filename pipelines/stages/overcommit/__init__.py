@@ -13,8 +13,9 @@ The steps run in [Bashir21]'s order, on PCollections of Arrow tables, as one Par
 per-table steps (`RunSteps`), split only by a filtered_usage copy and the reset to time zero
 (grouped by instance). Samples are grouped once by shard of machines, and every fortune
 teller runs on the same MachineSamples of a machine (a predictor configured twice is computed
-once); predictors are scored against the first oracle teller. Each step counts read = kept + filtered + rejected in
-overcommit_counts, and rejected rows are dead letters with their reason.
+once); predictors are scored against the first oracle teller. Each step counts read = kept +
+filtered + rejected in overcommit_counts, and rejected rows are dead letters with their
+reason.
 
 Modules: steps.py (the per-table steps), tellers.py (the fortune tellers per machine),
 summary.py (cell metrics and summary), validation.py (the config's checks).
