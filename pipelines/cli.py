@@ -2,7 +2,7 @@
 
     fleetcast run CONFIG [--output_dir DIR] [any Beam pipeline option]
     fleetcast validate CONFIG [CONFIG ...]
-    fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
+    fleetcast synth --out DIR [--machines N --days D --seed S --format F --processes P ...]
     fleetcast reproduce PAPER [--quick] [--output_dir DIR] [--docs_dir DIR]
     fleetcast --version
 
@@ -55,7 +55,7 @@ synopsis:
   fleetcast estimate CONFIG [--project PROJECT]
   fleetcast query RESULTS_DIR "SQL" [--format table|csv]
   fleetcast report RESULTS_DIR [--out DIR]
-  fleetcast synth --out DIR [--machines N --days D --seed S --arrival_rate R --format F]
+  fleetcast synth --out DIR [--machines N --days D --seed S --format F --processes P ...]
   fleetcast reproduce PAPER [--quick] [--output_dir DIR] [--docs_dir DIR]
 
 `run` passes every Beam pipeline option (--runner=DataflowRunner, --direct_num_workers=2,
@@ -242,13 +242,25 @@ def _add_synth(commands):
                        help="trace length in days")
     synth.add_argument("--seed", type=int, default=default["seed"], metavar="S",
                        help="random seed; the same arguments give byte-identical files")
-    synth.add_argument("--arrival_rate", type=float, metavar="R",
-                       default=default["arrival_rate_per_machine_hour"],
-                       help="collections (jobs of ~5 tasks) submitted per machine and hour")
+    synth.add_argument("--arrival_rate", type=float, metavar="R", default=None,
+                       help="collections (jobs of ~5 tasks) submitted per machine and hour "
+                            f"(default: {synthetic.DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR:g} / "
+                            "request_scale)")
+    synth.add_argument("--request_scale", type=float, metavar="X",
+                       default=default["request_scale"],
+                       help="every task's request and usage as a multiple of the default's: "
+                            "with the default arrival rate, 1/X as many tasks per machine")
     synth.add_argument("--format", choices=("json", "csv", "parquet"),
                        default=default["file_format"],
                        help="table files: json (newline-delimited, gzip), csv (gzip, header "
                             "row) or parquet")
+    synth.add_argument("--layout", choices=synthetic.LAYOUTS, default=default["layout"],
+                       help="tables: DIR/TABLE/TABLE-00000-of-0000N.json.gz; public: the "
+                            "public trace's names, DIR/TABLE-000000000000.json.gz")
+    synth.add_argument("--shards", type=int, default=default["shards"], metavar="K",
+                       help="files per table")
+    synth.add_argument("--processes", type=int, default=default["processes"], metavar="P",
+                       help="worker processes (the same files for any number)")
 
 
 def _option_strings(parser) -> list:
@@ -435,9 +447,14 @@ def _validate_all(paths, check_inputs: bool = False):
 
 def _synth(args):
     started = time.time()
-    summary = synthetic.generate(args.out, machines=args.machines, days=args.days,
-                                 seed=args.seed, arrival_rate_per_machine_hour=args.arrival_rate,
-                                 file_format=args.format)
+    try:
+        summary = synthetic.generate(
+            args.out, machines=args.machines, days=args.days, seed=args.seed,
+            arrival_rate_per_machine_hour=args.arrival_rate, request_scale=args.request_scale,
+            file_format=args.format, layout=args.layout, shards=args.shards,
+            processes=args.processes)
+    except ValueError as e:
+        raise UsageError(f"synth: {e}") from None
     print(f"synthetic trace written to {args.out} in {time.time() - started:.1f} s")
     for table, rows in summary.get("rows", {}).items():
         print(f"  {table:<20} {rows:>10,} rows")

@@ -11,8 +11,9 @@ Modules, in the order the generator applies them: fleet (machines and their even
 (logical names; jobs arriving as a diurnal Poisson process from 30 days before the start;
 their tasks' lifetimes and fates), placement (each task on a random machine with room), usage
 (instance_usage per 5-minute window), events (the event tables), writers (JSON / CSV lines,
-Arrow tables, shard files), trace (`sample_trace` and `generate`), constants (shared enums,
-table names, file suffixes and units).
+Arrow tables, shard files), trace (`sample_trace` and `generate`: a large cell in blocks of
+machines), parallel (the worker processes that sample blocks and write files), constants
+(shared enums, table names, file suffixes and layouts, units).
 """
 
 from synthetic.constants import (
@@ -23,6 +24,7 @@ from synthetic.constants import (
     FINISH,
     JOB,
     KILL,
+    LAYOUTS,
     LOST,
     MACHINE_ADD,
     MACHINE_REMOVE,
@@ -45,7 +47,13 @@ from synthetic.constants import (
 from synthetic.events import EventTables
 from synthetic.fleet import Fleet, sample_fleet
 from synthetic.placement import Placement, RandomFitReplay
-from synthetic.trace import DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR, Trace, generate, sample_trace
+from synthetic.trace import (
+    BLOCK_MACHINES,
+    DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR,
+    Trace,
+    generate,
+    sample_trace,
+)
 from synthetic.usage import UsageModel
 from synthetic.workload import Catalog, Jobs, Tasks, sample_workload
 from synthetic.writers import Column, encode_lines, to_arrow
@@ -53,6 +61,7 @@ from synthetic.writers import Column, encode_lines, to_arrow
 __all__ = [
     # Generating a trace.
     "generate", "sample_trace", "Trace", "DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR",
+    "BLOCK_MACHINES",
     # Its parts.
     "Fleet", "sample_fleet", "Catalog", "Jobs", "Tasks", "sample_workload", "Placement",
     "RandomFitReplay", "UsageModel", "EventTables", "Column", "encode_lines", "to_arrow",
@@ -61,4 +70,5 @@ __all__ = [
     "SUBMIT", "QUEUE", "ENABLE", "SCHEDULE", "EVICT", "FAIL", "FINISH", "KILL", "LOST",
     "UPDATE_PENDING", "UPDATE_RUNNING", "MACHINE_ADD", "MACHINE_REMOVE", "MACHINE_UPDATE",
     "NO_MACHINE", "NO_ALLOC_COLLECTION", "NO_ALLOC_INDEX", "JOB", "TABLES", "FILE_SUFFIXES",
+    "LAYOUTS",
 ]

@@ -23,3 +23,5 @@ JOB = 0
 
 TABLES = ("machine_events", "collection_events", "instance_events", "instance_usage")
 FILE_SUFFIXES = {"json": ".json.gz", "csv": ".csv.gz", "parquet": ".parquet"}
+# Where the shard files of a table go: a folder per table, or the public trace's buckets.
+LAYOUTS = ("tables", "public")

@@ -84,9 +84,11 @@ class Catalog:
 
     @classmethod
     def sample(cls, rng: np.random.Generator, n_names: int, n_users: int,
-               cpu_hours_per_job: float) -> Catalog:
+               cpu_hours_per_job: float, request_scale: float = 1.0) -> Catalog:
         """A random catalog whose collections request cpu_hours_per_job (cpus x hours of
-        all tasks) on average.
+        all tasks) on average; every name's typical request is request_scale times the
+        default catalog's (the same draws: a scale and a mean scaled alike give the same
+        popularities).
 
         Names get Zipf popularity; a service name's is divided by the square root of its
         expected cpu-hours per job, and all service names are scaled together to meet
@@ -112,8 +114,9 @@ class Catalog:
                                       rng.uniform(2.1, 3.5, n_names)),
             crash_probability=np.where(service, rng.uniform(0.02, 0.2, n_names),
                                        rng.uniform(0.0, 0.08, n_names)),
-            cpu_request=np.clip(np.where(service, _lognormal(rng, 0.07, 0.5, n_names),
-                                         _lognormal(rng, 0.012, 0.7, n_names)), 0.0005, 0.15),
+            cpu_request=request_scale * np.clip(
+                np.where(service, _lognormal(rng, 0.07, 0.5, n_names),
+                         _lognormal(rng, 0.012, 0.7, n_names)), 0.0005, 0.15),
             memory_per_cpu=_lognormal(rng, 0.7, 0.4, n_names),
             median_tasks=np.where(service, _lognormal(rng, 2.0, 0.5, n_names),
                                   _lognormal(rng, 5.0, 0.8, n_names)),

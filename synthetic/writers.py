@@ -1,21 +1,21 @@
-"""Writers: Column (one output column of a v3 table), its encoding as JSON or CSV lines or as an
-Arrow table, and the shard files of a table (gzip'd text or Parquet, through Beam's
-FileSystems)."""
+"""Writers: Column (one output column of a v3 table), its encoding as an Arrow table (as JSON
+or CSV lines: synthetic.lines), and the shard files of a table (gzip'd text or Parquet,
+through Beam's FileSystems)."""
 
 from __future__ import annotations
 
-import gzip
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from isal import igzip
 
 from synthetic.constants import FILE_SUFFIXES
+from synthetic.lines import encode_lines
 
 
 class Column(NamedTuple):
@@ -33,99 +33,6 @@ class Column(NamedTuple):
 
 _CONSTRAINT_TYPE = pa.struct([("name", pa.string()), ("value", pa.string()),
                               ("relation", pa.int64())])
-
-
-def _float_text(values: np.ndarray) -> pa.Array:
-    """Shortest round-trip text of float64 values, always with a '.' or an exponent (Arrow
-    prints 1.0 as "1", which readers would take for an integer)."""
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    text = pc.cast(pa.array(values), pa.string())
-    if np.any(values == np.trunc(values)):
-        bare = pc.invert(pc.match_substring_regex(text, "[.e]"))
-        text = pc.if_else(bare, pc.binary_join_element_wise(text, ".0", ""), text)
-    return text
-
-
-class _LineBuilder:
-    """Joins literal text and per-row text arrays into one line per row, in Arrow."""
-
-    def __init__(self):
-        self._parts = []
-
-    def text(self, literal: str):
-        if self._parts and isinstance(self._parts[-1], str):
-            self._parts[-1] += literal
-        else:
-            self._parts.append(literal)
-
-    def values(self, strings: pa.Array):
-        self._parts.append(strings)
-
-    def encoded(self) -> memoryview:
-        parts = [pa.scalar(p) if isinstance(p, str) else p for p in self._parts]
-        lines = pc.binary_join_element_wise(*parts, "")
-        offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1,
-                                offset=lines.offset * 4)
-        return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
-
-
-def _add_value_text(builder: _LineBuilder, column: Column, json_format: bool):
-    kind, values = column.kind, column.values
-    if kind == "int":
-        builder.values(pc.cast(pa.array(values, pa.int64()), pa.string()))
-    elif kind == "float":
-        builder.values(_float_text(values))
-    elif kind == "str":
-        # Obfuscated names are base64: nothing to escape in JSON or CSV.
-        quote = '"' if json_format else ""
-        builder.text(quote)
-        builder.values(pa.array(values, pa.string()))
-        builder.text(quote)
-    elif kind == "optional_int":
-        strings = pc.cast(pa.array(values, pa.int64(), mask=values < 0), pa.string())
-        builder.values(pc.fill_null(strings, "null" if json_format else ""))
-    elif kind == "null":
-        builder.text("null" if json_format else "")
-    elif kind == "float_list":
-        builder.text("[" if json_format else '"[')
-        for j in range(values.shape[1]):
-            if j:
-                builder.text(",")
-            builder.values(_float_text(values[:, j]))
-        builder.text("]" if json_format else ']"')
-    else:
-        builder.text("[]" if json_format else '"[]"')
-
-
-def encode_lines(columns: list[Column], file_format: str) -> memoryview:
-    """The rows as newline-terminated text: JSON objects with nested records, or CSV with
-    dotted names flattened and lists as quoted JSON arrays. Needs at least one row."""
-    builder = _LineBuilder()
-    if file_format == "csv":
-        for i, column in enumerate(columns):
-            if i:
-                builder.text(",")
-            _add_value_text(builder, column, json_format=False)
-        builder.text("\n")
-        return builder.encoded()
-    builder.text("{")
-    open_record = ""
-    for i, column in enumerate(columns):
-        record, _, field = column.name.rpartition(".")
-        if record != open_record:
-            if open_record:
-                builder.text("}")
-            if i:
-                builder.text(",")
-            if record:
-                builder.text(f'"{record}":{{')
-            open_record = record
-        elif i:
-            builder.text(",")
-        builder.text(f'"{field}":')
-        _add_value_text(builder, column, json_format=True)
-    builder.text("}}\n" if open_record else "}\n")
-    return builder.encoded()
 
 
 def _arrow_values(column: Column, n_rows: int) -> pa.Array:
@@ -163,8 +70,8 @@ def to_arrow(columns: list[Column], n_rows: int) -> pa.Table:
         for name, v in fields.items()})
 
 
-# Level 1: much faster than the default 6 for slightly larger files; compression is the slowest
-# step of writing JSON.
+# ISA-L's level 1: several times faster than zlib's fastest level, for smaller files;
+# compression is a slow step of writing JSON.
 _GZIP_LEVEL = 1
 
 
@@ -172,8 +79,8 @@ class _ShardWriter:
     """Writes one shard file through Beam's FileSystems (local, gs://, ...): gzip'd JSON
     lines or CSV (gzip header without time or name: byte-identical reruns), or Parquet.
 
-    Text is compressed in a background thread while the caller builds the next chunk (zlib
-    and Arrow release the GIL); chunks are written in order, one at a time.
+    Text is compressed (ISA-L's gzip) in a background thread while the caller builds the next
+    chunk (ISA-L and Arrow release the GIL); chunks are written in order, one at a time.
     """
 
     def __init__(self, path: str, file_format: str):
@@ -184,8 +91,8 @@ class _ShardWriter:
         if file_format == "parquet":
             self._buffer = pa.BufferOutputStream()
         else:
-            self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self._handle,
-                                       compresslevel=_GZIP_LEVEL, mtime=0)
+            self._gzip = igzip.GzipFile(filename="", mode="wb", fileobj=self._handle,
+                                        compresslevel=_GZIP_LEVEL, mtime=0)
             self._compressor = ThreadPoolExecutor(max_workers=1)
         self._started = False
 
@@ -220,7 +127,12 @@ class _ShardWriter:
         self._handle.close()
 
 
-def _shard_paths(out_dir: str, table: str, shards: int, file_format: str) -> list[str]:
+def _shard_paths(out_dir: str, table: str, shards: int, file_format: str,
+                 layout: str = "tables") -> list[str]:
+    """The table's shard files: out_dir/TABLE/TABLE-00000-of-0000N.SUFFIX ("tables"), or
+    out_dir/TABLE-000000000000.SUFFIX ("public", as the trace's buckets name them)."""
     suffix = FILE_SUFFIXES[file_format]
+    if layout == "public":
+        return [FileSystems.join(out_dir, f"{table}-{i:012d}{suffix}") for i in range(shards)]
     return [FileSystems.join(out_dir, table, f"{table}-{i:05d}-of-{shards:05d}{suffix}")
             for i in range(shards)]

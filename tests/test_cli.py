@@ -45,6 +45,12 @@ def test_run_fails_fast_on_a_missing_input(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_synth_bad_argument_is_one_line_exit_2(tmp_path, capsys):
+    assert cli.main(["synth", "--out", str(tmp_path), "--processes", "0"]) == 2
+    assert capsys.readouterr().err == \
+        "fleetcast: synth: processes must be positive, got 0\n"
+
+
 def test_synth_writes_the_four_v3_tables(tmp_path, capsys):
     assert cli.main(["synth", "--out", str(tmp_path), "--machines", "2", "--days", "0.2",
                      "--seed", "4"]) == 0
@@ -161,7 +167,9 @@ def test_help_says_what_each_command_does_with_its_defaults(capsys, monkeypatch)
                        "--seed S random seed; the same arguments give byte-identical files "
                        "(default: 0)",
                        "--arrival_rate R collections (jobs of ~5 tasks) submitted per machine "
-                       "and hour (default: 0.25)",
+                       "and hour (default: 0.25 / request_scale)",
+                       "--processes P worker processes (the same files for any number) "
+                       "(default: 1)",
                        "or parquet (default: json)"):
         assert documented in synth
     assert "--out DIR output directory" in synth

@@ -226,7 +226,7 @@ def returns(kind: str) -> str:
             f"value: '{kind}' }} }}")
 
 
-TELLER = ("fleetcast: run failed: fortune teller 'mine' on machine 100574672: peak predictor "
+TELLER = ("fleetcast: run failed: fortune teller 'mine' on machine 113288046: peak predictor "
           "plug-in bad_pkg.peaks:Returns: predict ")
 
 

@@ -4,12 +4,14 @@ replay's exit tracker against `to_exit_us`, grid curves exact at the grid ages a
 between, and saved models that do not match their curves' checks."""
 
 import json
+import tracemalloc
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from configs.units import US_PER_S
+from policies.replay.compiled import CompiledReplay
 from policies.replay.lifetime_source import to_exit_us
 from predictors.lifetime.curves import (
     LifetimeCurves,
@@ -95,6 +97,23 @@ def test_exit_tracker_gives_the_exits_of_direct_calls(fitted):
         uptime_s = (now_us - arrival_us[vms]) / US_PER_S
         expected = to_exit_us(now_us, model.predict_remaining(features[vms], uptime_s))
         assert tracker.exits_us(vms.tolist(), now_us) == expected.tolist()
+
+
+def test_curves_and_exit_tracker_keep_at_most_150_bytes_per_vm(fitted):
+    model, _ = fitted
+    n = 20_000
+    features = model.encode(instances(n, seed=5))
+    arrival_us = np.arange(n, dtype=np.int64) * 10**6
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        curves = LifetimeCurves(model, features)
+        kept = (curves, curves.exit_tracker(arrival_us), CompiledReplay._curves(curves, n))
+        bytes_per_vm = (tracemalloc.get_traced_memory()[0] - before) / n
+    finally:
+        tracemalloc.stop()
+    assert kept[1] is not None
+    assert bytes_per_vm <= 150
 
 
 def test_grid_curves_are_exact_at_grid_ages_and_bounded_between():

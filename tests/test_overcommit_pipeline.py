@@ -539,3 +539,20 @@ def test_notebook_draws_the_cdfs_of_a_run(synthetic_run, monkeypatch):
                    resources={"metadata": {"path": str(REPO)}}).execute()
     png = results / "overcommit_fig10.png"  # one figure, the four CDFs of Fig. 10
     assert png.exists() and png.stat().st_size > 10_000, png
+
+
+def test_a_shard_of_machines_gives_one_timeseries_table_equal_to_its_machines():
+    samples = random_samples(3).cast(schemas.OVERCOMMIT_SCHEDULED_USAGE)
+    fortune_tellers = tellers.FortuneTellers([
+        teller('name: "oracle" oracle { horizon_s: 3000 }'),
+        teller('name: "borg" predictor { borg_default { phi: 0.5 } }')], step_s=300)
+    halves = [samples.slice(0, 200), samples.slice(200)]
+    shard = list(tellers.shard_tagged((0, halves), fortune_tellers))
+    tables = [value for tag, value in shard if tag == tellers.TIMESERIES]
+    assert len(tables) == 1
+    per_machine = [value for machine_id in (0, 1, 2) for tag, value in tellers.machine_tagged(
+        (machine_id, [samples.filter(pa.compute.equal(samples["machine_id"], machine_id))]),
+        fortune_tellers) if tag == tellers.TIMESERIES]
+    # Exact, NaN equal to NaN.
+    pd.testing.assert_frame_equal(tables[0].to_pandas(),
+                                  pa.concat_tables(per_machine).to_pandas(), check_exact=True)

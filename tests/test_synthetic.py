@@ -121,6 +121,53 @@ def test_same_arguments_give_identical_files_and_seeds_differ(tmp_path):
         assert first[name] != other[name], table
 
 
+def _files(out_dir) -> dict:
+    paths = sorted(p for p in glob.glob(f"{out_dir}/**", recursive=True) if os.path.isfile(p))
+    return {os.path.relpath(p, out_dir): open(p, "rb").read() for p in paths}
+
+
+@pytest.mark.parametrize("file_format", ["json", "parquet"])
+def test_a_cell_in_blocks_gives_the_same_files_on_any_number_of_processes(
+        tmp_path, monkeypatch, file_format):
+    monkeypatch.setattr(synthetic.trace, "BLOCK_MACHINES", 4)
+    files = {}
+    for processes in (1, 2, 3):
+        out_dir = tmp_path / str(processes)
+        generate(str(out_dir), machines=10, days=0.25, seed=2, shards=3, processes=processes,
+                 file_format=file_format)
+        files[processes] = _files(out_dir)
+    assert len(files[1]) == 4 * 3
+    assert files[1] == files[2] == files[3]
+
+
+def test_blocks_of_a_cell_share_its_fleet_with_unique_collections(monkeypatch):
+    monkeypatch.setattr(synthetic.trace, "BLOCK_MACHINES", 4)
+    trace = synthetic.sample_trace(machines=10, days=0.5, seed=4)
+    assert len(np.unique(trace.jobs.collection_id)) == len(trace.jobs.collection_id)
+    assert set(np.unique(trace.placement.run_machine)) == set(range(10))
+    run_job = trace.tasks.job[trace.placement.run_task]
+    # Blocks of 3, 4 and 3 machines (np.linspace): a task runs in its job's block only.
+    block_of_machine = np.searchsorted([3, 7], trace.placement.run_machine, side="right")
+    block_of_job = trace.jobs.collection_id[run_job] % 3
+    np.testing.assert_array_equal(block_of_machine, block_of_job)
+
+
+def test_public_layout_names_files_as_the_trace_buckets(tmp_path):
+    summary = generate(str(tmp_path), machines=2, days=0.1, shards=2, layout="public")
+    assert summary["paths"]["instance_usage"] == [
+        os.path.join(str(tmp_path), f"instance_usage-{i:012d}.json.gz") for i in range(2)]
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        f"{t}-{i:012d}.json.gz" for t in synthetic.TABLES for i in range(2))
+
+
+def test_request_scale_scales_requests_and_tasks_per_machine():
+    default = synthetic.sample_trace(machines=8, days=1.0, seed=6)
+    small = synthetic.sample_trace(machines=8, days=1.0, seed=6, request_scale=0.5)
+    np.testing.assert_allclose(small.catalog.cpu_request, 0.5 * default.catalog.cpu_request)
+    ratio = len(small.tasks.job) / len(default.tasks.job)
+    assert 1.6 < ratio < 2.4
+
+
 def test_summary_counts_match_files(tmp_path):
     summary = generate(str(tmp_path), machines=3, days=0.25, shards=3, file_format="json")
     for table in synthetic.TABLES:
@@ -429,7 +476,8 @@ def test_usage_model_rows_do_not_depend_on_slicing():
 @pytest.mark.parametrize("arguments, message", [
     ({"machines": 0}, "machines"), ({"days": -1.0}, "days"), ({"shards": 0}, "shards"),
     ({"arrival_rate_per_machine_hour": 0.0}, "arrival_rate_per_machine_hour"),
-    ({"file_format": "avro"}, "file_format")])
+    ({"file_format": "avro"}, "file_format"), ({"layout": "flat"}, "layout"),
+    ({"processes": 0}, "processes"), ({"request_scale": 0.0}, "request_scale")])
 def test_generate_rejects_bad_arguments(tmp_path, arguments, message):
     with pytest.raises(ValueError, match=message):
         generate(str(tmp_path), **arguments)

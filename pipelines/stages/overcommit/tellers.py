@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from configs.registry import PluginFailed
 from pipelines import progress, schemas
-from pipelines.io import sharding
+from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, SplitByTag
 from pipelines.io.failures import RunFailed
 from pipelines.stages.overcommit.steps import rejected_rows, step_counts
@@ -208,11 +208,17 @@ def build_machine_samples(samples: pa.Table):
     return machine, all_reasons, all_rows
 
 
+# Machines are grouped into this many shards: a shard's outputs cross the sink's grouping as
+# a few large tables (spilled to files), not one small table per machine, and a shard of a
+# 12k-machine cell-month (~12 machines' samples) fits in a worker's memory.
+MACHINE_SHARDS = 1024
+
+
 def machine_tagged(element, tellers: FortuneTellers):
     """(machine_id, [tables]) → (tag, value) pairs: timeseries, machine metrics, cell sums per
     teller, dead letters and counts."""
     machine_id, tables = element
-    samples = sharding.concat(tables, schemas.OVERCOMMIT_SCHEDULED_USAGE)
+    samples = sharding.concat(map(spill.load, tables), schemas.OVERCOMMIT_SCHEDULED_USAGE)
     machine, reasons, rows = build_machine_samples(samples)
     yield step_counts("samples", samples.num_rows, samples.num_rows - len(rows),
                       rejected=len(rows))
@@ -232,18 +238,44 @@ def machine_tagged(element, tellers: FortuneTellers):
         yield CELL, (name, sums)
 
 
+def shard_tagged(element, tellers: FortuneTellers):
+    """(machine shard, [tables]) → `machine_tagged`'s pairs for each machine of the shard in
+    machine_id order, its timeseries and machine metrics as one table each."""
+    _, tables = element
+    samples = sharding.concat(map(spill.load, tables), schemas.OVERCOMMIT_SCHEDULED_USAGE)
+    gathered = {TIMESERIES: [], MACHINE_METRICS: []}
+    for machine_id, rows in sharding.split_by_key(samples, "machine_id"):
+        for tag, value in machine_tagged((machine_id, [rows]), tellers):
+            if tag in gathered:
+                gathered[tag].append(value)
+            else:
+                yield tag, value
+    for tag, values in gathered.items():
+        if values:
+            yield tag, pa.concat_tables(values)
+
+
+def _machine_shard_pieces(samples: pa.Table, spill_to: Optional[spill.SpillTo]):
+    """(machine shard, its rows of `samples`) pairs; a large table's pieces as Spilled
+    references to one file of the run."""
+    shards = sharding.shard_of_ints(samples.column("machine_id").to_numpy(), MACHINE_SHARDS)
+    return spill.split_spilled(samples, shards, spill_to)
+
+
 class RunFortuneTellers(beam.PTransform):
     """OVERCOMMIT_SCHEDULED_USAGE tables → {timeseries, machine metrics, cell sums per teller,
-    dead_letters, counts}: the samples grouped once per machine, every teller run on them."""
+    dead_letters, counts}: the samples grouped once into shards of machines, every teller run
+    on each machine of a shard."""
 
     def __init__(self, tellers: FortuneTellers):
         super().__init__()
         self._tellers = tellers
 
     def expand(self, samples):
+        # Every sample crosses this grouping: through files of the run (pipelines/io/spill.py).
         return (samples
-                | "KeyByMachine" >> beam.FlatMap(sharding.split_by_key, "machine_id")
-                | "GroupByMachine" >> beam.GroupByKey()
-                | "RunTellers" >> beam.FlatMap(machine_tagged, self._tellers)
+                | "KeyByMachineShard" >> beam.FlatMap(_machine_shard_pieces, spill.spill_to())
+                | "GroupByMachineShard" >> beam.GroupByKey()
+                | "RunTellers" >> beam.FlatMap(shard_tagged, self._tellers)
                 | "Split" >> SplitByTag((TIMESERIES, MACHINE_METRICS, CELL, DEAD_LETTERS,
                                          COUNTS)))

@@ -238,7 +238,7 @@ class CompiledReplay:
                     np.array([_NEVER_US], np.int64))
         end_us = np.append(uptime_us_bounds(curves.thresholds), _NEVER_US).astype(np.int64)
         cell_us = np.rint(np.maximum(curves.values, 0.0) * 1e6).astype(np.int64)
-        return curves.row_of_vm.astype(np.int64), cell_us, end_us
+        return np.asarray(curves.row_of_vm, np.int64), cell_us, end_us
 
     def advance(self, until_us: int) -> None:
         """Handles every exit and arrival up to `until_us` (inclusive), in the replay's order."""

@@ -1,0 +1,188 @@
+"""Benchmark: one cell-day of the Google trace (configs/cell_day.textproto) end to end.
+
+    python scripts/bench_cell_day.py [--machines 12000] [--data_dir DIR] [--out_dir DIR]
+        [--format parquet|json] [--workers 2] [--skip_stages] [--skip_whole]
+
+Generates the synthetic cell-day (`fleetcast synth`, --machines machines x 1 day, ~16
+instances running per machine) into --data_dir, or reuses it when the directory holds a trace
+of the same arguments (its bench_cell_day.json says so). Then, each under `/usr/bin/time -v`
+on the DirectRunner with --workers worker processes (multi_processing):
+
+- the whole config in one run: the last line's numbers;
+- the same config cut into stages run one after the other, each reading the previous one's
+  Parquet tables: "tables" (source -> machines, instances, usage), "overcommit" (from the
+  usage table), "lifetime+placement" (from the instances and machines: the placement's
+  uptime model comes from the lifetime stage of the same run, so the two run together).
+
+Beam fuses a run's stages and runs them interleaved on its workers, so a stage's cost is
+only separable by running it alone: the stage runs add the cost of writing and re-reading the
+intermediate tables, so their sum exceeds the whole run's. Wall and CPU are those of the
+`fleetcast` process and every worker process it waited for; peak RSS is the largest of any one
+of them (a worker's peak). The last line reads
+`cell_day: windows=N wall_s=S cpu_s=C peak_rss_gb=G windows_per_s=R` (N usage windows, R = N /
+S; the sum of the stage runs, and their largest peak, with --skip_whole).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from google.protobuf import text_format
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from configs import fleetcast_pb2  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(REPO, "configs", "cell_day.textproto")
+FLEETCAST = os.path.join(os.path.dirname(sys.executable), "fleetcast")
+# About 16 instances running per machine (the default trace has ~6): smaller requests.
+REQUEST_SCALE = 0.35
+SUFFIXES = {"parquet": ".parquet", "json": ".json.gz"}
+# /usr/bin/time -v's lines read here, and the keys they are stored under.
+TIME_FIELDS = {"User time (seconds)": "user_s", "System time (seconds)": "system_s",
+               "Elapsed (wall clock) time (h:mm:ss or m:ss)": "wall",
+               "Maximum resident set size (kbytes)": "rss_kb"}
+
+
+def synth_arguments(args) -> list:
+    return ["--machines", str(args.machines), "--days", "1", "--request_scale",
+            str(REQUEST_SCALE), "--format", args.format, "--layout", "public", "--shards",
+            str(args.shards), "--seed", "0"]
+
+
+def ensure_trace(args) -> dict:
+    """The trace's row counts, generating it unless --data_dir holds one of the same
+    arguments; prints the generation's costs."""
+    marker = os.path.join(args.data_dir, "bench_cell_day.json")
+    wanted = synth_arguments(args)
+    if os.path.exists(marker):
+        with open(marker) as f:
+            known = json.load(f)
+        if known["arguments"] == wanted:
+            print(f"reusing the trace in {args.data_dir}")
+            return known["rows"]
+    measured, output = timed([FLEETCAST, "synth", "--out", args.data_dir, *wanted,
+                              "--processes", str(args.workers)])
+    rows = {table: int(n.replace(",", ""))
+            for table, n in re.findall(r"^\s+(\w+)\s+([\d,]+) rows$", output, re.M)}
+    rate = rows["instance_usage"] / measured["wall_s"]
+    print(line("synth", measured) + f" windows_per_s={rate:.0f}")
+    with open(marker, "w") as f:
+        json.dump({"arguments": wanted, "rows": rows}, f)
+    return rows
+
+
+def timed(command: list, cwd: str = REPO) -> tuple:
+    """({wall_s, cpu_s, rss_gb}, stdout) of `command` under /usr/bin/time -v; a failure
+    exits with its stderr's last lines."""
+    done = subprocess.run(["/usr/bin/time", "-v", *command], cwd=cwd, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench_cell_day: {' '.join(command[:3])} failed:\n"
+                 + "\n".join(done.stderr.splitlines()[-30:]))
+    values = {}
+    for text in done.stderr.splitlines():
+        name, _, value = text.strip().rpartition(": ")
+        if name in TIME_FIELDS:
+            values[TIME_FIELDS[name]] = value
+    clock = [float(part) for part in values["wall"].split(":")]
+    wall_s = sum(part * 60 ** i for i, part in enumerate(reversed(clock)))
+    return {"wall_s": wall_s, "cpu_s": float(values["user_s"]) + float(values["system_s"]),
+            "rss_gb": int(values["rss_kb"]) / 2 ** 20}, done.stdout
+
+
+def line(what: str, measured: dict) -> str:
+    return (f"{what}: wall_s={measured['wall_s']:.1f} cpu_s={measured['cpu_s']:.1f} "
+            f"peak_rss_gb={measured['rss_gb']:.2f}")
+
+
+def cell_config(args) -> fleetcast_pb2.RunConfig:
+    """configs/cell_day.textproto reading the trace in --data_dir."""
+    config = text_format.Parse(open(CONFIG).read(), fleetcast_pb2.RunConfig())
+    for table in ("instance_events", "instance_usage", "collection_events", "machine_events"):
+        getattr(config.google_v3, table).path = os.path.join(
+            os.path.abspath(args.data_dir), f"{table}-*{SUFFIXES[args.format]}")
+    return config
+
+
+def stage_configs(config: fleetcast_pb2.RunConfig, out_dir: str) -> dict:
+    """{stage: config} of the stage runs, each loading the tables of the "tables" run."""
+    tables_dir = os.path.join(out_dir, "cell_day_tables")
+    stages = {"tables": fleetcast_pb2.RunConfig(), "overcommit": fleetcast_pb2.RunConfig(),
+              "lifetime+placement": fleetcast_pb2.RunConfig()}
+    stages["tables"].CopyFrom(config)
+    for field in ("overcommit", "lifetime_model", "placement"):
+        stages["tables"].ClearField(field)
+    stages["overcommit"].overcommit.CopyFrom(config.overcommit)
+    stages["overcommit"].usage.input.parquet = os.path.join(tables_dir, "usage")
+    stages["overcommit"].machines.input.parquet = os.path.join(tables_dir, "machines")
+    placement = stages["lifetime+placement"]
+    placement.lifetime_model.CopyFrom(config.lifetime_model)
+    placement.placement.CopyFrom(config.placement)
+    placement.instances.input.parquet = os.path.join(tables_dir, "instances")
+    placement.machines.input.parquet = os.path.join(tables_dir, "machines")
+    for name, stage in stages.items():
+        stage.name = "cell_day_" + re.sub(r"\W", "_", name)
+        stage.output.CopyFrom(config.output)
+    return stages
+
+
+def run(config: fleetcast_pb2.RunConfig, out_dir: str, workers: int) -> dict:
+    path = os.path.join(out_dir, f"{config.name}.textproto")
+    with open(path, "w") as f:
+        f.write(text_format.MessageToString(config))
+    measured, _ = timed([FLEETCAST, "run", path, "--output_dir",
+                         os.path.join(out_dir, config.name), "-q",
+                         f"--direct_num_workers={workers}",
+                         "--direct_running_mode=multi_processing"])
+    return measured
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--machines", type=int, default=12_000)
+    parser.add_argument("--data_dir", help="the trace's directory (default: "
+                        "data/cell_day_MACHINES_FORMAT under the repository)")
+    parser.add_argument("--out_dir", help="the runs' results (default: a new temporary "
+                        "directory)")
+    parser.add_argument("--format", choices=sorted(SUFFIXES), default="parquet")
+    parser.add_argument("--shards", type=int, default=64, help="files per table")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="worker processes of the DirectRunner (and of synth)")
+    parser.add_argument("--skip_whole", action="store_true", help="only the stage runs")
+    parser.add_argument("--skip_stages", action="store_true", help="only the whole run")
+    args = parser.parse_args()
+    args.data_dir = args.data_dir or os.path.join(
+        REPO, "data", f"cell_day_{args.machines}_{args.format}")
+    out_dir = args.out_dir or tempfile.mkdtemp(prefix="bench_cell_day_")
+    os.makedirs(out_dir, exist_ok=True)
+
+    windows = ensure_trace(args)["instance_usage"]
+    config = cell_config(args)
+    total = None
+    if not args.skip_whole:
+        total = run(config, out_dir, args.workers)
+        print(line("whole run", total))
+    if not args.skip_stages:
+        stages = {name: run(stage, out_dir, args.workers)
+                  for name, stage in stage_configs(config, out_dir).items()}
+        for name, measured in stages.items():
+            print(line(f"stage {name}", measured))
+        if total is None:
+            total = {"wall_s": sum(m["wall_s"] for m in stages.values()),
+                     "cpu_s": sum(m["cpu_s"] for m in stages.values()),
+                     "rss_gb": max(m["rss_gb"] for m in stages.values())}
+    if total is None:
+        sys.exit("bench_cell_day: nothing to run (--skip_whole and --skip_stages)")
+    print(f"cell_day: windows={windows} wall_s={total['wall_s']:.1f} "
+          f"cpu_s={total['cpu_s']:.1f} peak_rss_gb={total['rss_gb']:.2f} "
+          f"windows_per_s={windows / total['wall_s']:.0f}")
+
+
+if __name__ == "__main__":
+    main()
