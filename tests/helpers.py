@@ -41,10 +41,9 @@ def run_text_config(text: str, output_dir, beam_args=("--runner=DirectRunner",))
     return {name: read_table(os.path.join(output_dir, name)) for name in tables}
 
 
-def run_on_loaded_tables(root, rows_by_table: dict, stages_text: str, name: str):
+def loaded_tables_text(root, rows_by_table: dict) -> str:
     """Writes each canonical table's rows ({table name: [row dicts]}) as a Parquet input under
-    `root`, runs `stages_text` on them with the tables loaded (LoadOrWrite input) and returns
-    ({table name: DataFrame}, output directory)."""
+    `root` (in_<table>/part-0.parquet) and returns the config lines that load them."""
     loads = []
     for table, rows in rows_by_table.items():
         directory = os.path.join(str(root), f"in_{table}")
@@ -52,8 +51,15 @@ def run_on_loaded_tables(root, rows_by_table: dict, stages_text: str, name: str)
         pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
                        os.path.join(directory, "part-0.parquet"))
         loads.append(f'{table} {{ input {{ parquet: "{directory}" }} }}')
+    return "\n".join(loads)
+
+
+def run_on_loaded_tables(root, rows_by_table: dict, stages_text: str, name: str):
+    """Writes each canonical table's rows ({table name: [row dicts]}) as a Parquet input under
+    `root`, runs `stages_text` on them with the tables loaded (LoadOrWrite input) and returns
+    ({table name: DataFrame}, output directory)."""
     output_dir = os.path.join(str(root), "out")
-    text = f'name: "{name}"\n' + "\n".join(loads) + "\n" + stages_text
+    text = f'name: "{name}"\n' + loaded_tables_text(root, rows_by_table) + "\n" + stages_text
     return run_text_config(text, output_dir), output_dir
 
 

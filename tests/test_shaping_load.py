@@ -3,14 +3,11 @@ target offered load, and the offered load and mean queue length that `shaping_ru
 beside every speed-up; on a hand-made trace through `fleetcast run`."""
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from pipelines import schemas
 from policies.shaping.metrics import offered_load
 from policies.shaping.workload import Workload
-from tests.helpers import read_table, run_cli
+from tests.helpers import loaded_tables_text, read_table, run_cli
 
 STEP_US = 300 * 1_000_000
 
@@ -46,14 +43,7 @@ def _tables(tmp_path):
                    "start_time": (start + s) * STEP_US, "end_time": (start + s + 1) * STEP_US,
                    "cpu_limit": 0.5, "memory_limit": 0.25, "max_cpu": 0.2, "max_memory": 0.2}
                   for s in range(10)]
-    loads = []
-    for table, rows in (("instances", instances), ("usage", usage)):
-        directory = tmp_path / f"in_{table}"
-        directory.mkdir()
-        pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
-                       directory / "part-0.parquet")
-        loads.append(f'{table} {{ input {{ parquet: "{directory}" }} }}')
-    return "\n".join(loads)
+    return loaded_tables_text(tmp_path, {"instances": instances, "usage": usage})
 
 
 @pytest.mark.parametrize("load, offered, queue", [

@@ -3,13 +3,10 @@ mean and maximum (`sub_window_steps`), and a 60-s step with one-step shaping thr
 `fleetcast run` on a hand-made trace."""
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from pipelines import schemas
 from policies.shaping.workload import sub_window_steps
-from tests.helpers import read_table, run_cli
+from tests.helpers import loaded_tables_text, read_table, run_cli
 
 STEP_US = 300 * 1_000_000
 
@@ -51,14 +48,7 @@ def _tables(tmp_path):
               "end_time": (s + 1) * STEP_US, "cpu_limit": 1.0, "memory_limit": 1.0,
               "avg_cpu": avg, "max_cpu": peak, "avg_memory": 0.5, "max_memory": 0.5}
              for s, (avg, peak) in enumerate([(0.4, 0.7), (0.2, 0.3)])]
-    loads = []
-    for table, rows in (("instances", instances), ("usage", usage)):
-        directory = tmp_path / f"in_{table}"
-        directory.mkdir()
-        pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
-                       directory / "part-0.parquet")
-        loads.append(f'{table} {{ input {{ parquet: "{directory}" }} }}')
-    return "\n".join(loads)
+    return loaded_tables_text(tmp_path, {"instances": instances, "usage": usage})
 
 
 @pytest.mark.parametrize("options, steps, cpu_used", [

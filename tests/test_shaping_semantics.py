@@ -5,11 +5,8 @@ growth granted only from free resources, elastic progress, and beta's uncertaint
 standard deviation in absolute units; and the options through `fleetcast run`."""
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from pipelines import schemas
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.simulator import simulate
 from policies.shaping.forecasters import ArimaUsageForecaster, OracleForecaster, forecast_workload
@@ -17,7 +14,7 @@ from policies.shaping.shapers.baseline import Baseline
 from policies.shaping.shapers.optimistic import Optimistic
 from policies.shaping.workload import Workload
 from predictors.peak.arima import fit_forecast
-from tests.helpers import read_table, run_cli
+from tests.helpers import loaded_tables_text, read_table, run_cli
 
 INTERVAL = 4
 
@@ -196,14 +193,7 @@ def _growing_memory_tables(tmp_path):
                    "end_time": (start + s + 1) * step_us, "machine_id": 1,
                    "cpu_limit": 1.0, "memory_limit": 8.0, "max_cpu": 0.5,
                    "max_memory": 2.0 if s < 8 else 8.0} for s in range(20)]
-    loads = []
-    for table, rows in (("instances", instances), ("usage", usage)):
-        directory = tmp_path / f"in_{table}"
-        directory.mkdir()
-        pq.write_table(pa.Table.from_pylist(rows, schema=schemas.CANONICAL[table]),
-                       directory / "part-0.parquet")
-        loads.append(f'{table} {{ input {{ parquet: "{directory}" }} }}')
-    return "\n".join(loads)
+    return loaded_tables_text(tmp_path, {"instances": instances, "usage": usage})
 
 
 @pytest.mark.parametrize("options, failures, finish_s", [
