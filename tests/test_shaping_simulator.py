@@ -7,6 +7,7 @@ import pytest
 
 from fleetcast_testing.reference.shaping_simulator import algorithm_1_reference, simulate_reference
 from fleetcast_testing.shaping_workloads import random_workload
+from policies.shaping.cluster import simulator as simulator_module
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.simulator import Simulation, simulate
 from policies.shaping.forecasters import OracleForecaster, forecast_workload
@@ -333,3 +334,30 @@ def test_place_all_equals_first_fit_one_after_the_other_on_random_cases():
         if got is not None:
             assert list(got) == expected
         np.testing.assert_allclose(got_free, expected_free, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("failure_model, growth, elastic_progress", [
+    ("host", "always", False), ("component", "always", False), ("memory", "if_free", True),
+    ("memory", "always", False), ("host", "if_free", True)])
+def test_the_compiled_usage_step_equals_the_array_path(monkeypatch, failure_model, growth,
+                                                       elastic_progress):
+    # Random workloads on a tight cluster, so that steps with and without kills both occur;
+    # the array path alone (the compiled step made to decline every step) is the reference.
+    rng = np.random.default_rng(3)
+    workload = random_workload(150, rng, submit_span=40).with_elastic(0.5, rng)
+    cluster = Cluster.homogeneous(12, 48, 3)
+    kwargs = dict(seed=2, failure_model=failure_model, growth=growth,
+                  elastic_progress=elastic_progress, unshaped_after_failures=1)
+    results = []
+    for policy in (Optimistic(k1=0.02), Pessimistic(k1=0.02)):
+        fitted = _fitted(policy, workload, 1)
+        fast = simulate(workload, cluster, fitted, 1, **kwargs)
+        with monkeypatch.context() as patch:
+            patch.setattr(simulator_module, "usage_step", lambda *args: False)
+            slow = simulate(workload, cluster, fitted, 1, **kwargs)
+        for name in ("finish_step", "start_step", "failures", "preemptions", "lost_steps",
+                     "failed_components", "preempted_components", "allocated", "used"):
+            np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), name)
+        assert fast.component_steps == slow.component_steps
+        results.append(fast)
+    assert sum(r.failures.sum() + r.preemptions.sum() for r in results) > 0

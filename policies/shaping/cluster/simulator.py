@@ -41,6 +41,7 @@ import numpy as np
 
 from policies.shaping.cluster.cluster import Cluster
 from policies.shaping.cluster.scheduler import FifoQueue, first_fit, place_all
+from policies.shaping.cluster.usage_step import usage_step
 from policies.shaping.shapers.base import RunningComponents, ShapingPolicy
 from policies.shaping.workload import Workload
 
@@ -119,6 +120,7 @@ class Simulation:
             raise ValueError(f"growth must be one of {GROWTH_MODELS}, got {growth!r}")
         self.component_limits = failure_model in ("component", "memory")
         self.killing = KILLING_RESOURCES[failure_model]
+        self.killing_mask = np.isin([0, 1], self.killing)
         self.cpu_throttled = failure_model == "memory"
         self.grant_if_free = growth == "if_free"
         self.elastic_progress = elastic_progress
@@ -192,8 +194,25 @@ class Simulation:
         return age % self.workload.length[components] if self.elastic_progress else age
 
     def advance(self, t: int):
-        """Usage, overload kills, accounting and ageing of step t."""
+        """Usage, overload kills, accounting and ageing of step t: compiled where nothing
+        dies (usage_step.py), else by arrays (`advance_with_kills`)."""
         w, running = self.workload, self.running()
+        if not usage_step(running, w.usage, w.offset, w.length, self.age, self.host,
+                          self.allocation, self.capacity, self.killing_mask,
+                          OVERLOAD_TOLERANCE, self.cpu_throttled, self.component_limits,
+                          self.elastic_progress, self.allocated_sum, self.used_sum):
+            running = self.advance_with_kills(running)
+        self.result.component_steps += len(running)
+        if self.elastic_progress:
+            self.advance_applications(running, t + 1)
+            return
+        for c in running[self.age[running] >= w.length[running]]:
+            self.complete(int(c), t + 1)
+
+    def advance_with_kills(self, running: np.ndarray) -> np.ndarray:
+        """A step at which components die: kills them, then accounts and ages the survivors;
+        returns the survivors."""
+        w = self.workload
         use = w.usage[w.offset[running] + self.series_age(running)]
         if self.cpu_throttled:
             use[:, 0] = np.minimum(use[:, 0], self.allocation[running, 0])
@@ -208,13 +227,8 @@ class Simulation:
             running, use = running[alive], use[alive]
         self.allocated_sum[running] += self.allocation[running]
         self.used_sum[running] += use
-        self.result.component_steps += len(running)
         self.age[running] += 1
-        if self.elastic_progress:
-            self.advance_applications(running, t + 1)
-            return
-        for c in running[self.age[running] >= w.length[running]]:
-            self.complete(int(c), t + 1)
+        return running
 
     def advance_applications(self, running: np.ndarray, t_end: int):
         """elastic_progress: the applications of `running` (ascending) advance by their

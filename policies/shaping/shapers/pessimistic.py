@@ -15,9 +15,11 @@ at the hosts' capacities (lines 1-5):
 
 Components stay on their hosts ([Pace18] leaves migration out); line 32's `r.host` is read as
 `e.host` (a typo in the paper). When every host's total new allocation is strictly below its
-capacity, no check can fail and the answer, "resize everything", skips the loop.
+capacity, no check can fail and the answer, "resize everything", skips the loop; else the
+loop runs compiled (numba).
 """
 
+import numba
 import numpy as np
 
 from policies.shaping.shapers.base import (
@@ -44,82 +46,59 @@ class Pessimistic(ShapingPolicy):
                        np.array(preempted_components, dtype=np.int64))
 
 
-TIGHT_MARGIN = 1e-9
-
-
-def first_takes(capacity, host, target, elastic, by_host, tight, bad) -> np.ndarray:
-    """Marks `bad` the failing takes of the `tight` hosts, all at once, from each host's
-    free capacity after every take by cumulative sums; returns the hosts where some free
-    capacity is within TIGHT_MARGIN of 0, where the sums' rounding could differ from the
-    sequential subtractions': their takes must be redone one by one (`take`)."""
-    rows = by_host[tight[host[by_host]]]
-    if not len(rows):
-        return rows
-    on = host[rows]
-    taken = np.cumsum(target[rows], axis=0)
-    start = np.concatenate([[0], np.flatnonzero(on[1:] != on[:-1]) + 1])
-    before = np.repeat(taken[start] - target[rows[start]], np.diff(np.append(start, len(rows))),
-                       axis=0)
-    free = capacity[on] - (taken - before)
-    bad[rows] = np.where(elastic[rows], np.any(free <= 0, axis=1), np.any(free < 0, axis=1))
-    near = np.any(np.abs(free) <= capacity[on] * TIGHT_MARGIN, axis=1)
-    return np.unique(on[near])
-
-
 def algorithm_1(running: RunningComponents):
-    """(fully preempted applications, preempted elastic components) of [Pace18] Algorithm 1.
-
-    Same decisions, in the same order, as taking the components one at a time (the
-    per-application loop of fleetcast_testing/reference/shaping_simulator.py), but only the first
-    failing take is looked for at a time: in the take sequence (applications in scheduling
-    order; core components by index, then elastic ones oldest first) every take before
-    the first failing one succeeds, and that one's preemption changes only the free
-    capacity of its hosts after it. Each host's free capacity after every take is its
-    capacity minus the takes before it one by one (`np.subtract.accumulate`), so that the
-    comparisons with 0 are those of the sequential algorithm bit for bit. Cost: one pass
-    per preemption, and one per host that is nearly full, instead of one Python step per
-    component. Targets must be >= 0 (they are: the forecast mean is clipped at 0).
-    """
+    """(fully preempted applications, preempted elastic components) of [Pace18] Algorithm 1,
+    as lists in the order the algorithm preempts them: the take sequence (applications in
+    scheduling order; core components by index, then elastic ones oldest first, ties by
+    index) walked once by `_take_sequence`, compiled, with the same arithmetic as the
+    one-component-at-a-time reference (fleetcast_testing/reference/shaping_simulator.py)."""
     seq = np.lexsort((running.component, np.where(running.elastic, -running.age, 0),
                       running.elastic, running.app_order))
-    host, target, app = running.host[seq], running.target[seq], running.app[seq]
-    elastic = running.elastic[seq]
-    by_host = np.argsort(host, kind="stable")
-    bounds = np.searchsorted(host[by_host], np.arange(len(running.capacity) + 1))
-    active = np.ones(len(seq), dtype=bool)
-    bad = np.zeros(len(seq), dtype=bool)
+    app = running.app[seq]
+    bounds = np.concatenate([[0], np.flatnonzero(app[1:] != app[:-1]) + 1, [len(seq)]])
+    app_preempted, component_preempted = _take_sequence(
+        running.capacity.astype(np.float64), running.host[seq].astype(np.int64),
+        np.ascontiguousarray(running.target[seq], dtype=np.float64),
+        running.elastic[seq].astype(np.bool_), bounds.astype(np.int64))
+    return ([int(a) for a in app[bounds[:-1]][app_preempted]],
+            [int(c) for c in running.component[seq][component_preempted]])
 
-    def take(h):
-        """Free capacity after each active take on host h, and which takes fail there
-        (core: < 0, lines 13 and 17; elastic: <= 0, line 29)."""
-        rows = by_host[bounds[h]:bounds[h + 1]]
-        rows = rows[active[rows]]
-        free = np.subtract.accumulate(np.vstack([running.capacity[h], target[rows]]))[1:]
-        bad[by_host[bounds[h]:bounds[h + 1]]] = False
-        bad[rows] = np.where(elastic[rows], np.any(free <= 0, axis=1),
-                             np.any(free < 0, axis=1))
 
-    # A host whose targets (all >= 0: free capacity only decreases) sum below its capacity
-    # by more than rounding (n·ulp ≪ 1e-9 relative) has no failing take: skipped.
-    load = np.column_stack([np.bincount(host, target[:, r], minlength=len(running.capacity))
-                            for r in range(2)])
-    tight = np.any(load >= running.capacity * (1 - TIGHT_MARGIN), axis=1)
-    for h in first_takes(running.capacity, host, target, elastic, by_host, tight, bad):
-        take(h)
-    preempted_apps, preempted_components = [], []
-    point = 0
-    while True:
-        failing = np.flatnonzero(bad[point:])
-        if not len(failing):
-            return preempted_apps, preempted_components
-        point += int(failing[0])
-        if elastic[point]:
-            removed = np.array([point])
-            preempted_components.append(int(running.component[seq[point]]))
-        else:
-            # Lines 20-21: the whole application, its elastic components included.
-            removed = np.flatnonzero(app == app[point])
-            preempted_apps.append(int(app[point]))
-        active[removed] = False
-        for h in np.unique(host[removed]):
-            take(h)
+@numba.njit(cache=True)
+def _take_sequence(capacity, host, target, elastic, bounds):
+    """(bool[A] preempted applications, bool[R] preempted elastic components) of the take
+    sequence (rows grouped by application between `bounds`, core rows first): an
+    application's core takes are made on a copy of the free capacity, kept unless one leaves
+    its host's free CPU or memory < 0 (lines 8-24); then each elastic take is kept unless it
+    leaves them <= 0 (lines 25-33)."""
+    free = capacity.copy()
+    app_preempted = np.zeros(len(bounds) - 1, dtype=np.bool_)
+    component_preempted = np.zeros(len(host), dtype=np.bool_)
+    # Hosts' free capacity before each core take of the application (the copy to restore).
+    saved = np.empty((len(host), 2))
+    for a in range(len(bounds) - 1):
+        end = bounds[a]
+        fits = True
+        while end < bounds[a + 1] and not elastic[end]:
+            h = host[end]
+            saved[end, 0], saved[end, 1] = free[h, 0], free[h, 1]
+            free[h, 0] -= target[end, 0]
+            free[h, 1] -= target[end, 1]
+            end += 1
+            if free[h, 0] < 0 or free[h, 1] < 0:
+                fits = False
+                break
+        if not fits:
+            for row in range(end - 1, bounds[a] - 1, -1):
+                free[host[row], 0], free[host[row], 1] = saved[row, 0], saved[row, 1]
+            app_preempted[a] = True
+            continue
+        for row in range(end, bounds[a + 1]):
+            h = host[row]
+            cpu_left = free[h, 0] - target[row, 0]
+            memory_left = free[h, 1] - target[row, 1]
+            if cpu_left <= 0 or memory_left <= 0:
+                component_preempted[row] = True
+            else:
+                free[h, 0], free[h, 1] = cpu_left, memory_left
+    return app_preempted, component_preempted
