@@ -34,9 +34,9 @@ from policies.shaping.forecasters import (  # noqa: E402
 )
 from policies.shaping.registry import SHAPING_POLICIES  # noqa: E402
 
-# configs/shaping_002_full.textproto: 10 seeds x (the baseline + 3 forecasters x 6 K1 x 4 K2
+# configs/shaping_002_full.textproto: 10 seeds x (the baseline + 4 forecasters x 6 K1 x 4 K2
 # x 2 policies) runs of 150,000 applications.
-FULL_RUNS = 10 * (1 + 3 * 6 * 4 * 2)
+FULL_RUNS = 10 * (1 + 4 * 6 * 4 * 2)
 FULL_APPLICATIONS = 150_000
 # Component-steps one application of the synthetic trace runs at 60-s steps, and forecaster
 # fits per application's worth of distinct series, as measured on configs/shaping_002.textproto

@@ -24,6 +24,7 @@ from configs.units import US_PER_S
 from policies.shaping.workload import Workload
 from predictors.peak.arima import DEFAULT_LAGS, fit_forecast, supported_lags
 from predictors.peak.gp_forecaster import GaussianProcessForecaster
+from predictors.peak.ima import forecast_from_starts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,6 +205,35 @@ class ArimaUsageForecaster(UsageForecaster):
                 if np.all(np.isfinite(m)) and np.all(np.isfinite(v)):
                     paths[i] = (m, v)
         return paths
+
+
+class Arima011UsageForecaster(UsageForecaster):
+    """ARIMA(0, 1, 1) refitted at every interval on up to `max_history` past ratios
+    (predictors/peak/ima.py): [Pace18]'s evaluation simulator's ARIMA, where `ARIMA` is its
+    text's (§V: an order search on ten observations). All fits of a series at once.
+
+    Args:
+      max_history: the most recent ratios a fit sees ([Pace18]'s simulator: 2,000).
+      **kwargs: `UsageForecaster`'s (its num_history_samples only decides which histories
+        are constant, forecast as such without a fit).
+    """
+
+    name = "arima_011"
+
+    def __init__(self, max_history: int = 2000, **kwargs):
+        super().__init__(**kwargs)
+        self.max_history = max_history
+
+    def forecast_series(self, ratio: np.ndarray, step_s: float):
+        starts = self.fit_starts(len(ratio))
+        mean, variance = forecast_from_starts(ratio, starts, self.max_history,
+                                              self.horizon_steps)
+        for row, start in enumerate(starts):
+            history = ratio[max(0, start - self.num_history_samples):start]
+            if np.all(history == history[0]):
+                mean[row], variance[row] = history[0], 0.0
+        spread = variance if self.uncertainty == "variance" else np.sqrt(variance)
+        return (starts,) + self.past_the_end(starts, len(ratio), mean, spread) + (len(starts),)
 
 
 class GaussianProcessUsageForecaster(UsageForecaster):

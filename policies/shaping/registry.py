@@ -7,6 +7,7 @@ the lower-case names of the config's enum values (`PESSIMISTIC` → "pessimistic
 
 from configs.registry import Registry
 from policies.shaping.forecasters import (
+    Arima011UsageForecaster,
     ArimaUsageForecaster,
     GaussianProcessUsageForecaster,
     OracleForecaster,
@@ -34,5 +35,7 @@ SHAPING_FORECASTERS = Registry("shaping forecaster")
 SHAPING_FORECASTERS.register("oracle", lambda config: OracleForecaster(**_common(config)))
 SHAPING_FORECASTERS.register("arima", lambda config: ArimaUsageForecaster(
     lags=[o.p for o in config.arima_order] or DEFAULT_LAGS, **_common(config)))
+SHAPING_FORECASTERS.register("arima_011", lambda config: Arima011UsageForecaster(
+    max_history=config.arima_011_history_samples, **_common(config)))
 SHAPING_FORECASTERS.register("gaussian_process", lambda config: GaussianProcessUsageForecaster(
     pattern_length=config.gp_pattern_length, **_common(config)))

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from policies.shaping.random_walk_usage import random_walk_steps
+
 CPU, MEMORY = 0, 1
 # The seed of `sub_window_steps` in the shaping stage: every run sees the same usage.
 SUB_WINDOW_SEED = 0
@@ -173,6 +175,41 @@ class Workload:
         first = self.submit_step[0] if self.num_apps else 0
         submit = first + np.floor((self.submit_step - first) / scale).astype(np.int64)
         return dataclasses.replace(self, submit_step=submit)
+
+    def with_runtime_scale(self, scale: int) -> "Workload":
+        """This workload with every component `scale` times as long, each step of its usage
+        held for `scale` steps ([Pace18]'s simulator multiplies the trace's job durations
+        by 30); submissions unchanged."""
+        if scale == 1:
+            return self
+        starts = np.cumsum(self.length) - self.length
+        within = np.arange(self.component_steps()) - np.repeat(starts, self.length)
+        used = self.usage[np.repeat(self.offset, self.length) + within]
+        return dataclasses.replace(self, length=self.length * scale, offset=starts * scale,
+                                   usage=np.repeat(used, scale, axis=0))
+
+    def with_random_walk_usage(self, rng: np.random.Generator) -> "Workload":
+        """This workload with [Pace18]'s simulator's synthetic usage
+        (policies/shaping/random_walk_usage.py): per application and resource one curve as
+        long as its longest component, its mean the application's mean usage over request
+        (over all its components' steps); each component uses the curve's first steps, times
+        its request, as the simulator's tasks share their job's curve."""
+        starts = np.cumsum(self.length) - self.length
+        within = np.arange(self.component_steps()) - np.repeat(starts, self.length)
+        used = self.usage[np.repeat(self.offset, self.length) + within]
+        ratio = np.divide(used, np.repeat(self.request, self.length, 0),
+                          out=np.zeros_like(used), where=np.repeat(self.request > 0,
+                                                                     self.length, 0))
+        app_steps = np.add.reduceat(self.length, self.app_start[:-1])
+        target = np.add.reduceat(ratio, starts[self.app_start[:-1]]) / app_steps[:, None]
+        app_length = np.maximum.reduceat(self.length, self.app_start[:-1])
+        curves = np.column_stack([random_walk_steps(app_length, int(self.step_s),
+                                                    target[:, r], rng) for r in (CPU, MEMORY)])
+        curve_start = np.cumsum(app_length) - app_length
+        position = np.repeat(curve_start[self.app_of], self.length) + within
+        return dataclasses.replace(self, offset=starts, clipped_steps=0,
+                                   usage=curves[position]
+                                   * np.repeat(self.request, self.length, 0))
 
     def with_elastic(self, fraction: float, rng: np.random.Generator) -> "Workload":
         """Marks each multi-component application elastic with probability `fraction`: its

@@ -38,6 +38,9 @@ MAX_HOSTS = Limit(100_000, "hosts", "400 x [Pace18]'s 250; the scheduler scans t
 MAX_HISTORY_SAMPLES = Limit(1_440, "samples (a day of 1-minute samples)",
                             "every fit reads this many samples (ARIMA fits all of a series' "
                             "windows at once, a GP costs their cube)")
+# Every step of the workload is simulated and its usage held in memory this many times.
+MAX_RUNTIME_SCALE = Limit(1_000, "", "every component-step is simulated and kept this many "
+                          "times; [Pace18]'s simulator uses 30")
 # An arrival-rate scale or offered load beyond this queues nearly every application for the
 # whole run: the simulation then grows with the queue, not the workload.
 MAX_LOAD_FACTOR = Limit(1_000, "", "a thousand times the trace's arrival rate or the "
@@ -81,6 +84,8 @@ def validate_config(check, config, has_hosts: bool = True, field: str = "shaping
                   f"{field}.usage_statistic", "is USAGE_STATISTIC_UNSPECIFIED")
     check.require(config.sub_window_usage != Config.SUB_WINDOW_USAGE_UNSPECIFIED,
                   f"{field}.sub_window_usage", "is SUB_WINDOW_USAGE_UNSPECIFIED")
+    check.require(config.usage_model != Config.USAGE_MODEL_UNSPECIFIED,
+                  f"{field}.usage_model", "is USAGE_MODEL_UNSPECIFIED")
     check.require(config.failure_model in FAILURE_MODELS, f"{field}.failure_model",
                   f"must be one of HOST_OVERLOAD, COMPONENT_LIMIT, MEMORY_LIMIT, got "
                   f"{Config.FailureModel.Name(config.failure_model)}")
@@ -98,6 +103,11 @@ def _validate_sizes(check, config, field: str):
     check.duration(config, "max_time_after_last_submit_s", field)
     for name in ("num_history_samples", "min_fit_samples"):
         check.positive(config, name, field, maximum=MAX_HISTORY_SAMPLES)
+    check.positive(config, "runtime_scale", field, maximum=MAX_RUNTIME_SCALE)
+    # A fit costs the same whatever its history (predictors/peak/ima.py): bounded by steps.
+    check.require(config.arima_011_history_samples >= 2,
+                  f"{field}.arima_011_history_samples",
+                  f"must be >= 2 (one difference), got {config.arima_011_history_samples}")
     check.positive(config, "forecast_shards", field, maximum=UPPER_BOUNDS["num_shards"])
     check.positive(config, "arrival_rate_scale", field, maximum=MAX_LOAD_FACTOR)
     for i, load in enumerate(config.target_offered_load):

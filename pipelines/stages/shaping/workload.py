@@ -31,6 +31,7 @@ from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
 from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.pools import hosts_of_machines
 from policies.shaping.cluster.cluster import Cluster
+from policies.shaping.random_walk_usage import RANDOM_WALK_SEED
 from policies.shaping.workload import SUB_WINDOW_SEED, Workload, sub_window_steps
 
 SOURCE = "shaping"
@@ -47,6 +48,10 @@ ALONE_REASONS = (REASON_LATER_RUN, REASON_NO_USAGE)
 MAX_STEPS_PER_WINDOW = 16
 # Fewer steps (16 MB of series) are never a problem, however few the windows.
 MIN_STEPS_CHECKED = 1_000_000
+# runtime_scale's bound on the workload's component-steps (3.2 GB of usage series).
+MAX_SCALED_STEPS = 2 * 10 ** 8
+# usage_model RANDOM_WALK's bound on component-seconds of curves (~10^7 per second of compute).
+MAX_CURVE_SECONDS = 10 ** 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,8 +236,35 @@ def prepare(element, config):
         yield DEAD_LETTERS, rows_as_dead_letters(
             SOURCE, "instances", instances.filter(pa.array(rejected)), reasons[rejected])
     if not rejected.all():
-        yield WORKLOAD, ShapingInput(
-            workload_of(instances, apps, lengths, series, ~rejected, config), cluster)
+        workload = workload_of(instances, apps, lengths, series, ~rejected, config)
+        workload = workload.with_runtime_scale(scaled_runtime(workload, config))
+        if config.usage_model == fleetcast_pb2.ShapingConfig.RANDOM_WALK:
+            workload = random_walk_usage(workload, config)
+        yield WORKLOAD, ShapingInput(workload, cluster)
+
+
+def scaled_runtime(workload: Workload, config) -> int:
+    """config.runtime_scale, after checking that the longer series fit MAX_SCALED_STEPS
+    (else RunFailed naming the field)."""
+    steps = workload.component_steps() * config.runtime_scale
+    if steps > MAX_SCALED_STEPS:
+        raise RunFailed(
+            f"shaping.runtime_scale: {config.runtime_scale} makes the workload's "
+            f"{workload.component_steps():,} component-steps {steps:,}, more than "
+            f"{MAX_SCALED_STEPS:,} (16 bytes each, and more in the forecasts)")
+    return config.runtime_scale
+
+
+def random_walk_usage(workload: Workload, config) -> Workload:
+    """`workload` with [Pace18]'s simulator's usage curves (usage_model: RANDOM_WALK);
+    raises RunFailed naming the field when they would take more than MAX_CURVE_SECONDS."""
+    seconds = workload.component_steps() * config.step_s
+    if seconds > MAX_CURVE_SECONDS:
+        raise RunFailed(
+            f"shaping.usage_model: RANDOM_WALK builds a per-second curve of every component: "
+            f"{seconds:,} component-seconds, more than {MAX_CURVE_SECONDS:,} (about "
+            f"{MAX_CURVE_SECONDS // 10 ** 7:,} s of compute); use TRACE or fewer components")
+    return workload.with_random_walk_usage(np.random.default_rng(RANDOM_WALK_SEED))
 
 
 def reject_siblings(apps: np.ndarray, reasons: np.ndarray) -> np.ndarray:
