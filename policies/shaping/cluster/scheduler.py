@@ -4,6 +4,7 @@ hosts' free allocations (capacity minus the allocations of the components they r
 import bisect
 from typing import Optional
 
+import numba
 import numpy as np
 
 
@@ -40,11 +41,13 @@ class FifoQueue:
         return len(self._keys)
 
 
+@numba.njit(cache=True)
 def first_fit(free: np.ndarray, demand: np.ndarray) -> int:
     """The lowest-index host whose free float[H, 2] holds demand float[2], or -1."""
-    fits = (free[:, 0] >= demand[0]) & (free[:, 1] >= demand[1])
-    host = int(fits.argmax())
-    return host if fits[host] else -1
+    for host in range(len(free)):
+        if free[host, 0] >= demand[0] and free[host, 1] >= demand[1]:
+            return host
+    return -1
 
 
 def place_all(free: np.ndarray, demand: np.ndarray) -> Optional[np.ndarray]:
@@ -57,11 +60,22 @@ def place_all(free: np.ndarray, demand: np.ndarray) -> Optional[np.ndarray]:
     if len(demand) and (np.any(demand.max(axis=0) > free.max(axis=0))
                         or np.any(demand.sum(axis=0) > room * (1 + 1e-9) + 1e-12)):
         return None
+    hosts = _first_fit_each(free, np.ascontiguousarray(demand, dtype=np.float64))
+    return hosts if len(hosts) == len(demand) else None
+
+
+@numba.njit(cache=True)
+def _first_fit_each(free, demand):
+    """place_all's loop, compiled: the hosts of all of `demand`, or an empty array with
+    `free` restored when one does not fit."""
+    before = free.copy()
     hosts = np.empty(len(demand), dtype=np.int64)
-    for i, d in enumerate(demand):
-        hosts[i] = first_fit(free, d)
-        if hosts[i] < 0:
-            np.add.at(free, hosts[:i], demand[:i])
-            return None
-        free[hosts[i]] -= d
+    for i in range(len(demand)):
+        host = first_fit(free, demand[i])
+        if host < 0:
+            free[:] = before
+            return hosts[:0]
+        hosts[i] = host
+        free[host, 0] -= demand[i, 0]
+        free[host, 1] -= demand[i, 1]
     return hosts

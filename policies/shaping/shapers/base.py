@@ -18,6 +18,7 @@ grants all requested resources", §IV-B) and the shaper never gives more than wa
 
 import dataclasses
 
+import numba
 import numpy as np
 
 from policies.shaping.forecasters import Forecasts
@@ -90,12 +91,27 @@ class ShapingPolicy:
 
     def targets(self, components: np.ndarray, age: np.ndarray) -> np.ndarray:
         """float64[R, 2] forecast + beta of `components` at `age`, capped at the request."""
-        request = self.request_[components]
         # Capped at the request: [Pace18] shapes down from the request and the shaper never
         # grants more than was asked (the module docstring's deviation); the floor is
         # K1 · request, since interval_peaks clips the forecast mean at 0.
-        ratio = np.minimum(self.peak_[self.offset_[components] + age] + self.k1, 1.0)
-        return np.where(np.isnan(ratio), request, request * ratio)
+        return _targets(components, age, self.peak_, self.offset_, self.request_,
+                        float(self.k1))
 
     def reshape(self, running: RunningComponents) -> Reshape:
         return Reshape(running.target, NOTHING, NOTHING)
+
+
+@numba.njit(cache=True)
+def _targets(components, age, peak, offset, request, k1):
+    """`ShapingPolicy.targets`, compiled: request · min(peak + k1, 1), the request where the
+    peak is NaN."""
+    out = np.empty((len(components), 2))
+    for i in range(len(components)):
+        c = components[i]
+        for r in range(2):
+            ratio = peak[offset[c] + age[i], r] + k1
+            if np.isnan(ratio):
+                out[i, r] = request[c, r]
+            else:
+                out[i, r] = request[c, r] * (ratio if ratio < 1.0 else 1.0)
+    return out
