@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import cli
+from pipelines import cli, cli_args
 from pipelines.io import manifests, publish, root_files
 from pipelines.io.failures import RunFailed
 from pipelines.query import QueryError, query
@@ -28,7 +28,7 @@ def test_a_run_publishes_its_tables_with_a_manifest_written_last(tmp_path, capsy
     manifest = json.loads((out / "fleetcast_manifest.json").read_text())
     assert manifest["success"] is True and manifest["name"] == "tiny"
     assert manifest["config"].startswith('name: "tiny"\nazure_v1 {')
-    assert manifest["fleetcast_version"] == cli._version()
+    assert manifest["fleetcast_version"] == cli_args.version()
     assert manifest["started_at"] <= manifest["finished_at"]
     assert {name: t["rows"] for name, t in manifest["tables"].items()} == {
         "dead_letters": 0, "instances": 2, "machines": 0, "source_counts": 2, "usage": 120}
