@@ -31,7 +31,7 @@ from pipelines.reproduce.claims import (
     within_factor,
 )
 from pipelines.reproduce.paper import Paper, save_png
-from pipelines.reproduce.runs import RunSpec, keep_repeated
+from pipelines.reproduce.runs import TWO_WORKERS, RunSpec, keep_repeated
 
 CELLS_SQL = (
     "SELECT target_offered_load AS load, forecaster, policy, k1, k2, "
@@ -86,13 +86,11 @@ _QUICK_002_NOTE = ("2 hosts, 60 applications, ORACLE and ARIMA only, K1 ∈ {0, 
                    "seed 0")
 _AZURE_SKIP = ("--quick leaves out the Azure readings' shaping runs (27.8 days of 50 VMs, "
                "about half an hour each)")
-# Its hundreds of independent simulations run on 2 worker processes.
-_TWO_WORKERS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 RUNS = (
-    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, _TWO_WORKERS),
-    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, _TWO_WORKERS,
+    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, TWO_WORKERS),
+    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, TWO_WORKERS,
             variant=_interval(5)),
-    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, _TWO_WORKERS,
+    RunSpec("shaping_002.textproto", _quick_002, _QUICK_002_NOTE, TWO_WORKERS,
             variant=_interval(12)),
     RunSpec("synthetic_shaping.textproto", _quick, _QUICK_NOTE),
     RunSpec("synthetic_shaping_component_limit.textproto", _quick, _QUICK_NOTE),

@@ -11,7 +11,7 @@ from typing import Sequence, Tuple
 import pandas as pd
 
 from pipelines.reproduce.claims import Measurement, NotComparable, Sql
-from pipelines.reproduce.runs import RunSpec, keep_repeated, use_synthetic
+from pipelines.reproduce.runs import TWO_WORKERS, RunSpec, keep_repeated, use_synthetic
 
 GAIN = "empty_hosts_pct_vs_best_fit_pp"
 EMPTY, DENSITY = "empty_hosts_pct", "packing_density_pct"
@@ -176,14 +176,14 @@ PLACEMENT_RUN = RunSpec(
     "azure_placement.textproto", _quick_placement,
     _SYNTHETIC + "vmtable; a 6 h warm-up; one noisy accuracy (0.6); lifetimes capped at 6 h, "
     "long-lived beyond 1 h, 100 trees",
-    ("--direct_running_mode=multi_processing", "--direct_num_workers=2"))
+    TWO_WORKERS)
 LIFETIME_RUN = RunSpec(
     "azure_lifetime.textproto", _quick_lifetime,
     _SYNTHETIC + "vmtable; lifetimes capped at 6 h, long-lived beyond 1 h, 100 trees")
 NOISY_SEEDS_RUN = RunSpec(
     "azure_noisy_seeds.textproto", _quick_noisy_seeds,
     _SYNTHETIC + "vmtable; a 6 h warm-up; seeds 0 and 1 of each accuracy",
-    ("--direct_running_mode=multi_processing", "--direct_num_workers=2"))
+    TWO_WORKERS)
 DEMO_RUN = RunSpec("demo.textproto", _quick_demo, "the placement stage only")
 PLACEMENT, LIFETIME, NOISY_SEEDS, DEMO = "azure_placement", "azure_lifetime", \
     "azure_noisy_seeds", "demo"

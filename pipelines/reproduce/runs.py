@@ -29,6 +29,10 @@ _LOG = logging.getLogger("fleetcast.reproduce")
 CONFIG_DIR = pathlib.Path(configs.__file__).resolve().parent
 
 
+# Beam options of a run of many independent elements: the DirectRunner's 2 worker processes.
+TWO_WORKERS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """A config of configs/ (`file`), its --quick shrinking and the Beam options of its full
