@@ -53,21 +53,29 @@ def first_fit(free: np.ndarray, demand: np.ndarray) -> int:
 def place_all(free: np.ndarray, demand: np.ndarray) -> Optional[np.ndarray]:
     """Hosts int64[k] for components of demand float[k, 2], first fit one after the other,
     taken from `free` (modified in place); None (and `free` unchanged) if one does not fit."""
-    # Shortcuts for a head that cannot fit (the common case in a full cluster): a component
-    # larger than every host's free room, or more demand than all of it (free room < 0 of
-    # overcommitted hosts counts 0; beyond rounding, so the loop decides near-exact fills).
-    room = np.maximum(free, 0.0).sum(axis=0)
-    if len(demand) and (np.any(demand.max(axis=0) > free.max(axis=0))
-                        or np.any(demand.sum(axis=0) > room * (1 + 1e-9) + 1e-12)):
-        return None
-    hosts = _first_fit_each(free, np.ascontiguousarray(demand, dtype=np.float64))
+    hosts = _place_all(free, np.ascontiguousarray(demand, dtype=np.float64))
     return hosts if len(hosts) == len(demand) else None
 
 
 @numba.njit(cache=True)
-def _first_fit_each(free, demand):
-    """place_all's loop, compiled: the hosts of all of `demand`, or an empty array with
-    `free` restored when one does not fit."""
+def _place_all(free, demand):
+    """place_all, compiled: the hosts of all of `demand`, or an empty array (and `free`
+    unchanged) when one does not fit."""
+    if not len(demand):
+        return np.empty(0, dtype=np.int64)
+    # Shortcuts for a head that cannot fit (the common case in a full cluster): a component
+    # larger than every host's free room, or more demand than all of it (free room < 0 of
+    # overcommitted hosts counts 0; beyond rounding, so the loop decides near-exact fills).
+    for r in range(2):
+        room, widest, total, largest = 0.0, -np.inf, 0.0, -np.inf
+        for h in range(len(free)):
+            room += max(free[h, r], 0.0)
+            widest = max(widest, free[h, r])
+        for i in range(len(demand)):
+            total += demand[i, r]
+            largest = max(largest, demand[i, r])
+        if largest > widest or total > room * (1 + 1e-9) + 1e-12:
+            return np.empty(0, dtype=np.int64)
     before = free.copy()
     hosts = np.empty(len(demand), dtype=np.int64)
     for i in range(len(demand)):

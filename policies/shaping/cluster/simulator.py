@@ -387,7 +387,11 @@ class Simulation:
         self.result.shaping_steps += 1
         running = self.running()
         app = self.app_of[running]
-        apps, inverse = np.unique(app, return_inverse=True)
+        # `running` ascends and components are numbered application by application, so
+        # `app` is sorted: its distinct values and their indexes without a sort.
+        first = np.ones(len(app), dtype=bool)
+        first[1:] = app[1:] != app[:-1]
+        apps, inverse = app[first], np.cumsum(first) - 1
         # The scheduling order (FifoQueue.key: priority first, then submission, then index).
         w = self.workload
         rank = np.empty(len(apps), dtype=np.int64)
