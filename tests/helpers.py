@@ -54,6 +54,21 @@ def loaded_tables_text(root, rows_by_table: dict) -> str:
     return "\n".join(loads)
 
 
+def one_instance_rows(windows, step_us=300 * 1_000_000) -> dict:
+    """{"instances", "usage"} rows of one instance ("1:0", collection 1) requesting 1 CPU
+    and 1 memory, one usage window of `step_us` per (avg_cpu, max_cpu, avg_memory,
+    max_memory) of `windows`, from time 0."""
+    instances = [{"instance_id": "1:0", "collection_id": 1, "instance_index": 0,
+                  "start_time": 0, "end_time": len(windows) * step_us, "cpu_request": 1.0,
+                  "memory_request": 1.0, "priority": 0}]
+    usage = [{"instance_id": "1:0", "machine_id": 1, "start_time": s * step_us,
+              "end_time": (s + 1) * step_us, "cpu_limit": 1.0, "memory_limit": 1.0,
+              "avg_cpu": avg_cpu, "max_cpu": max_cpu, "avg_memory": avg_memory,
+              "max_memory": max_memory}
+             for s, (avg_cpu, max_cpu, avg_memory, max_memory) in enumerate(windows)]
+    return {"instances": instances, "usage": usage}
+
+
 def run_on_loaded_tables(root, rows_by_table: dict, stages_text: str, name: str):
     """Writes each canonical table's rows ({table name: [row dicts]}) as a Parquet input under
     `root`, runs `stages_text` on them with the tables loaded (LoadOrWrite input) and returns

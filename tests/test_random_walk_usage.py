@@ -15,7 +15,7 @@ from policies.shaping.random_walk_usage import (
     steps_from_increments,
 )
 from policies.shaping.workload import Workload
-from tests.helpers import loaded_tables_text, read_table, run_cli
+from tests.helpers import loaded_tables_text, one_instance_rows, read_table, run_cli
 
 
 def _reference(increments, lengths, step_s, target):
@@ -109,17 +109,10 @@ def test_simulator_options_through_the_cli(tmp_path):
     # One instance requesting 1 x 1 for two 5-minute windows of maximum CPU 0.7 and 0.3,
     # memory 0.5: its mean usage over request is (0.5, 0.5). Three times as long, per-minute
     # random-walk usage with that mean, the oracle and ARIMA(0, 1, 1).
-    step_us = 300 * 1_000_000
-    instances = [{"instance_id": "1:0", "collection_id": 1, "instance_index": 0,
-                  "start_time": 0, "end_time": 2 * step_us, "cpu_request": 1.0,
-                  "memory_request": 1.0, "priority": 0}]
-    usage = [{"instance_id": "1:0", "machine_id": 1, "start_time": s * step_us,
-              "end_time": (s + 1) * step_us, "cpu_limit": 1.0, "memory_limit": 1.0,
-              "avg_cpu": peak, "max_cpu": peak, "avg_memory": 0.5, "max_memory": 0.5}
-             for s, peak in enumerate([0.7, 0.3])]
+    rows = one_instance_rows([(0.7, 0.7, 0.5, 0.5), (0.3, 0.3, 0.5, 0.5)])
     config = tmp_path / "walk.textproto"
     config.write_text(
-        f'name: "walk"\n{loaded_tables_text(tmp_path, {"instances": instances, "usage": usage})}'
+        f'name: "walk"\n{loaded_tables_text(tmp_path, rows)}'
         "\nshaping {\n  policy: BASELINE policy: PESSIMISTIC forecaster: ORACLE "
         "forecaster: ARIMA_011 k1: 0 k1: 1 k2: 0\n  step_s: 60 shaping_interval_steps: 1 "
         "usage_model: RANDOM_WALK runtime_scale: 3 failure_model: MEMORY_LIMIT\n"

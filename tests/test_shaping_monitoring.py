@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from policies.shaping.workload import sub_window_steps
-from tests.helpers import loaded_tables_text, read_table, run_cli
-
-STEP_US = 300 * 1_000_000
+from tests.helpers import loaded_tables_text, one_instance_rows, read_table, run_cli
 
 
 def test_sub_window_steps_keep_each_windows_mean_and_maximum():
@@ -41,14 +39,8 @@ def test_a_peak_shorter_than_a_step_keeps_the_maximum():
 def _tables(tmp_path):
     """One instance requesting 1 x 1 for two 5-minute windows: (avg, max) CPU (0.4, 0.7) and
     (0.2, 0.3), memory (0.5, 0.5) flat."""
-    instances = [{"instance_id": "1:0", "collection_id": 1, "instance_index": 0,
-                  "start_time": 0, "end_time": 2 * STEP_US, "cpu_request": 1.0,
-                  "memory_request": 1.0, "priority": 0}]
-    usage = [{"instance_id": "1:0", "machine_id": 1, "start_time": s * STEP_US,
-              "end_time": (s + 1) * STEP_US, "cpu_limit": 1.0, "memory_limit": 1.0,
-              "avg_cpu": avg, "max_cpu": peak, "avg_memory": 0.5, "max_memory": 0.5}
-             for s, (avg, peak) in enumerate([(0.4, 0.7), (0.2, 0.3)])]
-    return loaded_tables_text(tmp_path, {"instances": instances, "usage": usage})
+    return loaded_tables_text(tmp_path, one_instance_rows([(0.4, 0.7, 0.5, 0.5),
+                                                           (0.2, 0.3, 0.5, 0.5)]))
 
 
 @pytest.mark.parametrize("options, steps, cpu_used", [
