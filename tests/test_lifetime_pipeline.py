@@ -15,6 +15,7 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
+from pipelines.stages.lifetime.examples import trace_span
 from pipelines.stages.lifetime.models import load_model, read_model_files
 from pipelines.stages.lifetime.training import train_and_evaluate
 from predictors.lifetime.boosting import time_validation_mask
@@ -369,7 +370,8 @@ def test_a_training_period_shorter_than_the_cap_is_a_clear_error():
     config.lifetime_cap_s = 8 * DAY_S
     table = pa.Table.from_pandas(frame, preserve_index=False)
     with pytest.raises(ValueError, match="no training instance started lifetime_cap_s"):
-        list(train_and_evaluate((None, [table]), config, "unused"))
+        list(train_and_evaluate((None, {"instances": [table], "span": [trace_span(table, 0)],
+                                        "cut": [(table.num_rows, None)]}), config, "unused"))
 
 
 @pytest.mark.parametrize("block, problem", [

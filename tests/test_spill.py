@@ -42,6 +42,15 @@ def test_small_tables_and_runs_without_a_spill_directory_stay_inline(tmp_path):
     assert spill.load(None) is None and spill.load(table) is table
 
 
+def test_a_collection_shards_instance_rows_are_spilled(tmp_path):
+    """A quarter cell-day's 388k instance rows arrive in 256 tables of ~0.5 MB: spilled, so
+    the runner does not hold the 120 MB they add up to."""
+    table = _table(3_000)
+    assert 64 << 10 < table.nbytes < 1 << 20
+    assert isinstance(spill.spilled(table, spill.SpillTo(str(tmp_path), spill.MIN_SPILL_BYTES)),
+                      spill.Spilled)
+
+
 def test_spilled_round_trip_and_empty_table(tmp_path):
     table = pa.concat_tables([_table(100), _table(50, seed=1)])  # two record batches
     to = spill.SpillTo(str(tmp_path), 0)

@@ -1,31 +1,38 @@
 """The lifetime stage: uptime-augmented examples, the lifetime models, their files and their
 evaluation ([Ling25] §3, [Ling25ext] App. A–C, [Barbalho23] §3.2; docs/stages/lifetime.md).
 
-    instances ─┬─ TraceSpan (Combine) ──────┐
-               ├─ ShardByInstance ──────────┴─ CoGroupByKey ─ examples, dead letters
-               └─ GatherInstances (one element) ─ split, train, save, evaluate
+    instances ─┬─ TraceSpan (Combine) ───┐
+               ├─ SampleCut (Combine) ───┤
+               └─ ShardByInstance ───────┴─ CoGroupByKey ─ examples, dead letters,
+                                                           the shard's sampled rows
+    sampled rows, span, cut ─ CoGroupByKey (one element) ─ split, train, save, evaluate
 
 Every branch sorts instances alike (`partition_instances`): zero or negative lifetimes and
 instances without a feature value are dead letters; instances started before the trace have
 unknown lifetimes and are left out (counted in `lifetime_split`); the rest are split by time,
 training instances observed only until the split. Examples are built per shard in parallel,
 from the trace's span broadcast by the CoGroupByKey (no side input). Training is one step over
-all instances: it fits, in registry order, every model of `LIFETIME_MODELS` the config asks
-for, evaluates it on the test period, and writes its files through Beam's FileSystems under
-`model_dir`, staged and published with the run's tables (a later stage of the run finds them
-with `publish.staged_path`; `load_model` reads them without the pipeline).
+the training sample (every instance row up to `max_training_instances`, else a seeded uniform
+sample of that many, sampling.py), split at the whole trace's span: it fits, in registry
+order, every model of `LIFETIME_MODELS` the config asks for, evaluates it on the sample's test
+period, and writes its files through Beam's FileSystems under `model_dir`, staged and
+published with the run's tables (a later stage of the run finds them with
+`publish.staged_path`; `load_model` reads them without the pipeline). The groupings carry
+large tables as files of the run (pipelines/io/spill.py), not through the runner.
 
-Modules: examples.py (instances, split, examples), models.py (fitting, model files),
-training.py (training and evaluation), validation.py (the config's checks).
+Modules: examples.py (instances, split, examples), sampling.py (the training sample),
+models.py (fitting, model files), training.py (training and evaluation), validation.py (the
+config's checks).
 """
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
-from pipelines.io import publish, sharding
+from pipelines.io import publish, sharding, spill
 from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
 from pipelines.io.sinks import WriteTable
+from pipelines.stages.lifetime import sampling
 from pipelines.stages.lifetime.examples import EXAMPLES, merge_spans, shard_examples, trace_span
 from pipelines.stages.lifetime.models import ModelDir, load_model
 from pipelines.stages.lifetime.training import TRAINING_TABLES, train_and_evaluate
@@ -54,25 +61,29 @@ class LifetimeStage(beam.PTransform):
         config = self._config
         instances = tables["instances"]
         num_shards = config.num_shards
+        spill_to = spill.spill_to()
         span = (instances
                 | "Span" >> beam.Map(trace_span, config.trace_start_us)
                 # Without defaults: the default of an empty input is a side input, which
                 # the DaskRunner cannot run; with no instances there is no shard to feed.
                 | "TraceSpan" >> beam.CombineGlobally(merge_spans).without_defaults())
+        cut = (instances
+               | "SampleKeys" >> beam.Map(sampling.sample_keys, config.seed)
+               | "SampleCut" >> beam.CombineGlobally(
+                   sampling.SampleCut(config.max_training_instances)).without_defaults())
         per_shard = (
             {"instances": instances
-                 | "ShardByInstance" >> beam.FlatMap(sharding.split_by_key, "instance_id",
-                                                      num_shards),
-             "span": span
-                 | "SpanToShards" >> beam.FlatMap(
-                     lambda s: ((shard, s) for shard in range(num_shards)))}
+                 | "ShardByInstance" >> beam.FlatMap(shard_by_instance, num_shards, spill_to),
+             "span": span | "SpanToShards" >> beam.FlatMap(to_shards, num_shards),
+             "cut": cut | "CutToShards" >> beam.FlatMap(to_shards, num_shards)}
             | "GroupShards" >> beam.CoGroupByKey()
-            | "Examples" >> beam.FlatMap(shard_examples, config)
-            | "SplitExamples" >> SplitByTag((EXAMPLES, DEAD_LETTERS)))
+            | "Examples" >> beam.FlatMap(shard_examples, config, spill_to)
+            | "SplitExamples" >> SplitByTag((EXAMPLES, DEAD_LETTERS, sampling.SAMPLED)))
         trained = (
-            instances
-            | "KeyAll" >> beam.Map(lambda table: (None, table))
-            | "GatherInstances" >> beam.GroupByKey()
+            {"instances": per_shard[sampling.SAMPLED] | "KeySample" >> beam.Map(to_one_key),
+             "span": span | "KeySpan" >> beam.Map(to_one_key),
+             "cut": cut | "KeyCut" >> beam.Map(to_one_key)}
+            | "GatherSample" >> beam.CoGroupByKey()
             | "TrainAndEvaluate" >> beam.FlatMap(train_and_evaluate, config, self._model_dir)
             | "SplitTables" >> SplitByTag(TRAINING_TABLES))
         if config.examples.HasField("output"):
@@ -80,3 +91,19 @@ class LifetimeStage(beam.PTransform):
                 config.examples.output, schemas.LIFETIME_EXAMPLES)
         return {EXAMPLES: per_shard[EXAMPLES], DEAD_LETTERS: per_shard[DEAD_LETTERS],
                 **trained}
+
+
+def shard_by_instance(table, num_shards: int, spill_to):
+    """(instance shard, the table's rows of that shard, or a Spilled reference to them as
+    `spill_to` says) pairs."""
+    keys = table.column("instance_id")
+    return spill.split_spilled(table, sharding.shard_of_strings(keys, num_shards), spill_to)
+
+
+def to_shards(value, num_shards: int):
+    """(shard, value) for every shard: a value every shard's grouping receives."""
+    return ((shard, value) for shard in range(num_shards))
+
+
+def to_one_key(value):
+    return None, value

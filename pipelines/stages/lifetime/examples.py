@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import schemas
-from pipelines.io import sharding
+from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.stages.lifetime import sampling
 from predictors.lifetime.examples import (
     LIFETIME_FRACTIONS,
     TimeSplit,
@@ -156,13 +157,18 @@ def dead_letters_of(rejected: pd.DataFrame) -> pa.Table:
         rejected["reason"].tolist())
 
 
-def shard_examples(element, config):
-    """(shard, {instances, span}) → (tag, table) pairs: the shard's examples and dead
-    letters."""
+def shard_examples(element, config, spill_to=None):
+    """(shard, {instances, span, cut}) → (tag, value) pairs: the shard's examples and dead
+    letters (tables), and its rows in the training sample (SAMPLED: a table, or a Spilled
+    reference to one as `spill_to` says; `sampling.py`)."""
     _, grouped = element
-    instances = sharding.concat(grouped["instances"], schemas.INSTANCES)
+    instances = sharding.concat(map(spill.load, grouped["instances"]), schemas.INSTANCES)
     if not instances.num_rows:
         return
+    (cut,) = list(grouped["cut"])
+    in_sample = sampling.sampled(instances, cut, config.seed)
+    if in_sample.num_rows:
+        yield sampling.SAMPLED, spill.spilled(in_sample, spill_to)
     parts = partition_instances(instances.to_pandas(), config.trace_start_us)
     if len(parts.rejected):
         yield DEAD_LETTERS, dead_letters_of(parts.rejected)

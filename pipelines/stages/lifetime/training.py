@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipelines import progress, schemas
-from pipelines.io import sharding
+from pipelines.io import sharding, spill
 from pipelines.io.failures import RunFailed
 from pipelines.stages.lifetime.examples import (
     examples_of,
@@ -16,7 +16,6 @@ from pipelines.stages.lifetime.examples import (
     regression_instances,
     regression_mask,
     split_instances,
-    trace_span,
     uptime_ages_s,
 )
 from pipelines.stages.lifetime.models import ModelDir, fit_models, save_model
@@ -186,23 +185,30 @@ def evaluate(models: Mapping[str, object], split: TimeSplit, config
 
 
 def train_and_evaluate(element, config, model_dir: ModelDir):
-    """(key, all instance tables) → (table name, Arrow table) pairs of TRAINING_TABLES.
+    """(key, {instances, span, cut}) → (table name, Arrow table) pairs of TRAINING_TABLES:
+    `instances` the tables (or Spilled references) of the training sample's rows, `span`
+    the whole trace's (it sets the split), `cut` the sample's (`sampling.py`).
 
     Raises:
       RunFailed: no instance to train on or to test on, naming the field whose split or cap
         caused it.
     """
-    _, tables = element
+    _, grouped = element
+    (span,), ((rows, _),) = grouped["span"], grouped["cut"]
     # In a fixed order: runners deliver the tables in any order, and LightGBM's histogram
     # bins come from a sample of rows that depends on it.
-    instances = sharding.concat(tables, schemas.INSTANCES).sort_by(
+    instances = sharding.concat(map(spill.load, grouped["instances"]), schemas.INSTANCES).sort_by(
         [("start_time", "ascending"), ("instance_id", "ascending")])
+    if instances.num_rows < rows:
+        progress.report("lifetime: training and evaluating on a sample of %s of the %s "
+                        "instance rows (lifetime_model.max_training_instances)",
+                        f"{instances.num_rows:,}", f"{rows:,}")
     parts = partition_instances(instances.to_pandas(), config.trace_start_us)
     if not len(parts.used):
         raise RunFailed(f"lifetime stage: no usable instance ({instances.num_rows} read, "
                         f"{len(parts.rejected)} rejected, {len(parts.before_trace)} started "
                         "before the trace)")
-    split = split_instances(parts.used, config, trace_span(instances, config.trace_start_us))
+    split = split_instances(parts.used, config, span)
     split_field = "split_time_us" if config.HasField("split_time_us") else "train_fraction"
     for name, part in (("training", split.train), ("test", split.test)):
         if not len(part):

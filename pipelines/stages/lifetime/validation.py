@@ -11,6 +11,11 @@ from predictors.lifetime.registry import (
 # fraction: 100 makes the examples 100 times the instances.
 MAX_EXAMPLES_PER_INSTANCE = Limit(100, "examples per instance",
                                   "the training examples are this many times the instances")
+# The training step holds its sample of instances in one worker (~3 kB each, measured on
+# the cell-day: rows, frames, examples, LightGBM's data and the evaluation).
+MAX_TRAINING_INSTANCES = Limit(20_000_000, "instances",
+                               "twice a Google 2019 cell-month's; one worker trains on them",
+                               bytes_each=3_000)
 # Each quantile repredicts every finished test instance once.
 MAX_UPTIME_QUANTILES = Limit(1_000, "quantiles",
                              "each repredicts every finished test instance once")
@@ -28,6 +33,7 @@ def validate_config(check, config, field: str = "lifetime_model"):
                    maximum=MAX_EXAMPLES_PER_INSTANCE)
     check.positive(config, "num_uptime_quantiles", field, maximum=MAX_UPTIME_QUANTILES)
     check.positive(config, "num_shards", field)
+    check.positive(config, "max_training_instances", field, maximum=MAX_TRAINING_INSTANCES)
     for name in ("split_time_us", "trace_start_us"):
         check.trace_time(config, name, field)
     check.require(math.isfinite(config.time_origin_s), f"{field}.time_origin_s",

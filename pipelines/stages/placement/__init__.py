@@ -10,9 +10,12 @@
 A pool is one element: its VMs a `PlacementTrace` (by start time, then instance id), its hosts
 a `PoolSpec` (its machines, or the config's host shape and count). Every (policy, lifetime
 source, defragmentation) of a pool is its own element, deterministic (seeds from the
-config's seed and the pool name). LARS is compared paired ([Ling25ext] §6.3): the closed-loop
-`lars_lifetime` replay records its drains, and the `lars_baseline` rows replay the migration
-queue of exactly those drains in a seeded order (`policies.lars.replay_drains`). Instances
+config's seed and the pool name). The groupings carry the instance rows as files of the
+run (pipelines/io/spill.py), and so does a pool's side input: it holds the trace and hosts,
+and a reference to the rows the model sources read their features from. LARS is compared
+paired ([Ling25ext] §6.3): the closed-loop `lars_lifetime` replay records its drains, and
+the `lars_baseline` rows replay the migration queue of exactly those drains in a seeded
+order (`policies.lars.replay_drains`). Instances
 that cannot be replayed are dead letters (source "placement", pools.py says why); those
 outside the replay window are counted as not replayed. The trained models come from the
 lifetime stage's `lifetime_models` table, a side input, so every replay waits for training.
@@ -21,7 +24,7 @@ Modules: pools.py (pools, dead letters), replays.py (a replay), validation.py (t
 
 import apache_beam as beam
 
-from pipelines.io import publish
+from pipelines.io import publish, spill
 from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
 from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool
 from pipelines.stages.placement.replays import (
@@ -74,11 +77,13 @@ class PlacementStage(beam.PTransform):
         uses_model = any(s.lifetimes.uses_model for s in specs)
         if uses_model and "lifetime_models" not in tables:
             raise ValueError("placement: a model lifetime source needs the lifetime stage")
-        by_pool = {name: tables[name] | f"KeyByPool{name}" >> beam.FlatMap(split_by_pool)
+        spill_to = spill.spill_to()
+        by_pool = {name: tables[name] | f"KeyByPool{name}" >> beam.FlatMap(split_by_pool,
+                                                                           spill_to)
                    for name in ("instances", "machines")}
         prepared = (by_pool
                     | "GroupPools" >> beam.CoGroupByKey()
-                    | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model)
+                    | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model, spill_to)
                     | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS)))
         side = ((beam.pvalue.AsList(tables["lifetime_models"]),) if uses_model else ())
         pools = beam.pvalue.AsDict(prepared[POOLS] | "KeyPools" >> beam.Map(

@@ -3,7 +3,7 @@ instances it cannot replay as dead letters (see the package docstring)."""
 
 import dataclasses
 import zlib
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from configs.checks import Limit
 from configs.units import US_PER_S
 from pipelines import schemas
-from pipelines.io import sharding
+from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
 from pipelines.io.failures import RunFailed
 from policies.replay.pool import PoolSpec
@@ -40,13 +40,18 @@ MAX_SAMPLES = 1_000_000
 @dataclasses.dataclass
 class PoolInput:
     """A pool ready to replay (the replays' side input): its trace, hosts, window and, for
-    model lifetime sources only, the instance rows in trace order for their features."""
+    model lifetime sources only, the instance rows in trace order for their features (a
+    table, or a Spilled reference to one in a run: `instance_rows` reads either)."""
     pool: str
     trace: PlacementTrace
     spec: PoolSpec
     start_us: int
     end_us: int
-    instances: Optional[pa.Table] = None
+    instances: Optional[Union[pa.Table, spill.Spilled]] = None
+
+    def instance_rows(self) -> Optional[pa.Table]:
+        """The instance rows (memory-mapped from the run's spill file if spilled)."""
+        return spill.load(self.instances)
 
 
 def pool_seed(seed: int, pool: str) -> int:
@@ -54,9 +59,11 @@ def pool_seed(seed: int, pool: str) -> int:
     return int(np.random.SeedSequence([seed, zlib.crc32(pool.encode())]).generate_state(1)[0])
 
 
-def split_by_pool(table: pa.Table):
-    """(pool, rows) for every pool of a table with a `pool` column (null pool: "")."""
-    return sharding.split_by_key(table, pc.fill_null(table.column("pool"), ""))
+def split_by_pool(table: pa.Table, spill_to: Optional[spill.SpillTo] = None):
+    """(pool, rows) for every pool of a table with a `pool` column (null pool: ""); the rows
+    a Spilled reference when `spill_to` says so."""
+    for pool, rows in sharding.split_by_key(table, pc.fill_null(table.column("pool"), "")):
+        yield pool, spill.spilled(rows, spill_to)
 
 
 def hosts_of_machines(machines: pa.Table) -> Optional[np.ndarray]:
@@ -109,17 +116,20 @@ def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> 
     return PoolSpec(capacity)
 
 
-def prepare_pool(element, config, keep_instances: bool):
-    """(pool, {instances, machines}) → (tag, value) pairs: one (POOLS, PoolInput) and the
-    pool's dead letters; `keep_instances` keeps the rows for model features."""
+def prepare_pool(element, config, keep_instances: bool,
+                 spill_to: Optional[spill.SpillTo] = None):
+    """(pool, {instances, machines}: tables or Spilled references) → (tag, value) pairs: one
+    (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows for model
+    features, spilled as `spill_to` says."""
     pool, grouped = element
-    instances = sharding.concat(grouped["instances"], schemas.INSTANCES)
+    instances = sharding.concat(map(spill.load, grouped["instances"]), schemas.INSTANCES)
     if not instances.num_rows:
         return
     instances = instances.sort_by([("start_time", "ascending"), ("instance_id", "ascending")])
     capacity = None
     if not config.HasField("host_shape"):
-        capacity = hosts_of_machines(sharding.concat(grouped["machines"], schemas.MACHINES))
+        capacity = hosts_of_machines(sharding.concat(map(spill.load, grouped["machines"]),
+                                                     schemas.MACHINES))
         if capacity is None:
             yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances,
                                                      REASON_NO_HOSTS)
@@ -154,7 +164,7 @@ def prepare_pool(element, config, keep_instances: bool):
     end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
     check_samples(pool, start_us, end_us, config)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
-                           kept if keep_instances else None)
+                           spill.spilled(kept, spill_to) if keep_instances else None)
 
 
 def check_samples(pool: str, start_us: int, end_us: int, config):
