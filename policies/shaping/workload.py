@@ -176,15 +176,21 @@ class Workload:
         submit = first + np.floor((self.submit_step - first) / scale).astype(np.int64)
         return dataclasses.replace(self, submit_step=submit)
 
+    def usage_by_component(self):
+        """(starts int64[C], within int64[S], used float64[S, 2]): every component's series
+        in component order, each its own copy (S the component-steps): component c's steps
+        are used[starts[c]:starts[c] + length[c]], `within` each step's age."""
+        starts = np.cumsum(self.length) - self.length
+        within = np.arange(self.component_steps()) - np.repeat(starts, self.length)
+        return starts, within, self.usage[np.repeat(self.offset, self.length) + within]
+
     def with_runtime_scale(self, scale: int) -> "Workload":
         """This workload with every component `scale` times as long, each step of its usage
         held for `scale` steps ([Pace18]'s simulator multiplies the trace's job durations
         by 30); submissions unchanged."""
         if scale == 1:
             return self
-        starts = np.cumsum(self.length) - self.length
-        within = np.arange(self.component_steps()) - np.repeat(starts, self.length)
-        used = self.usage[np.repeat(self.offset, self.length) + within]
+        starts, _, used = self.usage_by_component()
         return dataclasses.replace(self, length=self.length * scale, offset=starts * scale,
                                    usage=np.repeat(used, scale, axis=0))
 
@@ -194,9 +200,7 @@ class Workload:
         long as its longest component, its mean the application's mean usage over request
         (over all its components' steps); each component uses the curve's first steps, times
         its request, as the simulator's tasks share their job's curve."""
-        starts = np.cumsum(self.length) - self.length
-        within = np.arange(self.component_steps()) - np.repeat(starts, self.length)
-        used = self.usage[np.repeat(self.offset, self.length) + within]
+        starts, within, used = self.usage_by_component()
         ratio = np.divide(used, np.repeat(self.request, self.length, 0),
                           out=np.zeros_like(used), where=np.repeat(self.request > 0,
                                                                      self.length, 0))
