@@ -12,6 +12,7 @@ from predictors.lifetime.features import (
     FeatureEncoder,
     available_features,
     derive_features,
+    instances_frame,
     lacks_feature_values,
 )
 
@@ -87,6 +88,33 @@ def test_json_round_trip_and_arrow_input_give_identical_matrices():
     table = pa.Table.from_pandas(frame, preserve_index=False)
     assert set(table.column_names) <= set(schemas.INSTANCES.names)
     np.testing.assert_array_equal(encoder.transform(table), expected)
+
+
+class _Unconvertible(pa.ExtensionType):
+    """An Arrow column that fails the test if converted to pandas."""
+
+    def __init__(self):
+        super().__init__(pa.int64(), "fleetcast.test.unconvertible")
+
+    def __arrow_ext_serialize__(self):
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):
+        return cls()
+
+    def to_pandas_dtype(self):
+        raise AssertionError("a column the encoder does not read was converted to pandas")
+
+
+def test_transform_of_arrow_rows_converts_only_the_columns_it_reads():
+    # A replay's pool rows hold every instance column; the encoder reads a few.
+    frame = _instances(user=["a", "b"] * 10, cpu_request=[1.0, 2.0] * 10)
+    encoder = FeatureEncoder(features=["user", "cpu_request"]).fit(frame)
+    table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
+        "unread", pa.ExtensionArray.from_storage(_Unconvertible(), pa.array(range(20))))
+    np.testing.assert_array_equal(encoder.transform(table), encoder.transform(frame))
+    assert list(instances_frame(table, ["user", "absent"]).columns) == ["user"]
 
 
 def test_transform_names_the_missing_column():

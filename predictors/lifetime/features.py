@@ -63,9 +63,14 @@ _KIND = {name: kind for name, kind, _ in FEATURES}
 _SOURCES = {name: sources for name, _, sources in FEATURES}
 
 
-def instances_frame(instances: Instances) -> pd.DataFrame:
-    """`instances` as a pandas DataFrame (an Arrow table is converted, a frame passed on)."""
+def instances_frame(instances: Instances,
+                    columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """`instances` as a pandas DataFrame (an Arrow table is converted, a frame passed on);
+    with `columns`, an Arrow table converts only those of them it has (a pool's rows hold
+    ~20 columns, half of them strings, where a model reads a few)."""
     if isinstance(instances, pa.Table):
+        if columns is not None:
+            instances = instances.select([c for c in instances.column_names if c in columns])
         return instances.to_pandas()
     if isinstance(instances, pd.DataFrame):
         return instances
@@ -231,7 +236,7 @@ class FeatureEncoder:
         """
         if not self.feature_names_:
             raise ValueError("FeatureEncoder is not fitted")
-        frame = instances_frame(instances)
+        frame = instances_frame(instances, self.source_columns)
         missing = sorted(set(self.source_columns) - set(frame.columns))
         if missing:
             raise ValueError(

@@ -313,7 +313,7 @@ def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
 
     return _kept(model_sources, (pool_input.pool, LAVA_CLASSES, paths),
                  lambda: predict_classes([load_classifier(path) for path in paths],
-                                         pool_input.instance_rows().to_pandas()))
+                                         pool_input.instance_rows()))
 
 
 def _model_source(kind: str, path: str, pool_input: PoolInput):
@@ -321,13 +321,14 @@ def _model_source(kind: str, path: str, pool_input: PoolInput):
     # The model classes need LightGBM: imported only when a model source is configured.
     from pipelines.stages.lifetime import load_model
     from predictors.lifetime.curves import curves_for_saved_model
-    frame = pool_input.instance_rows().to_pandas()
+    # The Arrow rows as they are: each model converts only the columns it reads.
+    rows = pool_input.instance_rows()
     if kind == "uptime_model":
         # Exact lifetime curves: every VM's curve in one batched call, repredictions are
         # lookups; a model whose booster, age grid or features do not match says so.
-        return curves_for_saved_model(load_model(path), frame, path)
+        return curves_for_saved_model(load_model(path), rows, path)
     classifier = load_model(path)
-    return ClassifierLifetimes(classifier.predict_long(frame), classifier.threshold_s)
+    return ClassifierLifetimes(classifier.predict_long(rows), classifier.threshold_s)
 
 
 def make_lars(defrag: str, config, pool: str) -> Optional[Lars]:
