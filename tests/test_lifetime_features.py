@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines import schemas
+from predictors.lifetime import features
 from predictors.lifetime.features import (
     NULL_CATEGORY,
     OTHER_CATEGORY,
@@ -115,6 +116,23 @@ def test_transform_of_arrow_rows_converts_only_the_columns_it_reads():
         "unread", pa.ExtensionArray.from_storage(_Unconvertible(), pa.array(range(20))))
     np.testing.assert_array_equal(encoder.transform(table), encoder.transform(frame))
     assert list(instances_frame(table, ["user", "absent"]).columns) == ["user"]
+
+
+def test_transform_in_chunks_equals_transform_at_once(monkeypatch):
+    rng = np.random.default_rng(3)
+    n = 101
+    frame = _instances(user=rng.choice(["u1", "u2", "rare"], n, p=[.5, .45, .05]),
+                       priority=rng.choice([0, 200], n),
+                       cpu_request=rng.choice([0.1, 0.25, np.nan], n),
+                       memory_request=rng.choice([0.1, 0.5], n))
+    frame["start_time"] = rng.integers(0, 10**12, n)
+    encoder = FeatureEncoder().fit(frame)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    at_once = encoder.transform(frame)
+    monkeypatch.setattr(features, "TRANSFORM_CHUNK_ROWS", 7)
+    np.testing.assert_array_equal(encoder.transform(frame), at_once)
+    np.testing.assert_array_equal(encoder.transform(table), at_once)
+    assert encoder.transform(table.slice(0, 0)).shape == (0, len(encoder.feature_names_))
 
 
 def test_transform_names_the_missing_column():

@@ -60,6 +60,9 @@ FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
     ("deployment_size", NUMERIC, ("deployment_size",)),
 )
 _KIND = {name: kind for name, kind, _ in FEATURES}
+# Rows that `FeatureEncoder.transform` converts to pandas at a time (a placement pool's
+# millions of rows would otherwise be copied whole, ~0.5 kB each).
+TRANSFORM_CHUNK_ROWS = 1 << 18
 _SOURCES = {name: sources for name, _, sources in FEATURES}
 
 
@@ -231,17 +234,33 @@ class FeatureEncoder:
     def transform(self, instances: Instances) -> np.ndarray:
         """Feature matrix, shape (n_instances, len(feature_names_)), float64, C order.
 
+        Rows are encoded TRANSFORM_CHUNK_ROWS at a time (each row's features are its own), so
+        the pandas copies and derived columns stay those of one chunk.
+
         Raises:
           ValueError: the instances lack a column that a fitted feature is computed from.
         """
         if not self.feature_names_:
             raise ValueError("FeatureEncoder is not fitted")
-        frame = instances_frame(instances, self.source_columns)
-        missing = sorted(set(self.source_columns) - set(frame.columns))
+        columns = (instances.column_names if isinstance(instances, pa.Table)
+                   else instances_frame(instances).columns)
+        missing = sorted(set(self.source_columns) - set(columns))
         if missing:
             raise ValueError(
                 f"instances lack column(s) {missing} that the lifetime feature encoder was fit "
                 f"with (features {self.feature_names_})")
+        n = len(instances)
+        matrix = np.empty((n, len(self.feature_names_)), dtype=np.float64)
+        for start in range(0, max(n, 1), TRANSFORM_CHUNK_ROWS):
+            chunk = (instances.slice(start, TRANSFORM_CHUNK_ROWS)
+                     if isinstance(instances, pa.Table)
+                     else instances.iloc[start:start + TRANSFORM_CHUNK_ROWS])
+            matrix[start:start + len(chunk)] = self._encode_frame(
+                instances_frame(chunk, self.source_columns))
+        return matrix
+
+    def _encode_frame(self, frame: pd.DataFrame) -> np.ndarray:
+        """`transform` of the rows of `frame`."""
         derived = derive_features(frame, self.feature_names_, self.time_origin_s)
         matrix = np.empty((len(frame), len(self.feature_names_)), dtype=np.float64)
         for j, name in enumerate(self.feature_names_):
