@@ -60,10 +60,10 @@ FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
     ("deployment_size", NUMERIC, ("deployment_size",)),
 )
 _KIND = {name: kind for name, kind, _ in FEATURES}
+_SOURCES = {name: sources for name, _, sources in FEATURES}
 # Rows that `FeatureEncoder.transform` converts to pandas at a time (a placement pool's
 # millions of rows would otherwise be copied whole, ~0.5 kB each).
 TRANSFORM_CHUNK_ROWS = 1 << 18
-_SOURCES = {name: sources for name, _, sources in FEATURES}
 
 
 def instances_frame(instances: Instances,
