@@ -15,8 +15,11 @@ Deviation: targets are centred on their mean under the zero-mean prior (and the 
 back), so that unfamiliar patterns revert to the recent mean usage rather than to zero.
 """
 
+import math
+
+import numba
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 from scipy.spatial import distance
 
 from predictors.peak.peak_predictor import HistoryForecaster
@@ -70,33 +73,11 @@ class GaussianProcessForecaster(HistoryForecaster):
         return time, distance.cdist(a[:, 1:], b[:, 1:], "sqeuclidean")
 
     @staticmethod
-    def _signal_kernel(log_params, time_sq, history_sq):
-        signal, time_scale, history_scale = np.exp(log_params[:3])
-        return signal ** 2 * np.exp(-0.5 * (time_sq / time_scale ** 2
-                                            + history_sq / history_scale ** 2))
-
-    def negative_log_evidence(self, log_params, time_sq, history_sq, centred):
-        """-log p(y | X, params) and its gradient w.r.t. the log parameters."""
-        signal_kernel = self._signal_kernel(log_params, time_sq, history_sq)
-        noise_var = np.exp(2 * log_params[3])
-        covariance = signal_kernel + (noise_var + JITTER) * np.eye(len(centred))
-        try:
-            factor = linalg.cho_factor(covariance, lower=True)
-        except linalg.LinAlgError:
-            return np.inf, np.zeros(4)
-        alpha = linalg.cho_solve(factor, centred)
-        value = (0.5 * centred @ alpha + np.log(np.diag(factor[0])).sum()
-                 + 0.5 * len(centred) * np.log(2 * np.pi))
-        inverse, _ = linalg.lapack.dpotri(factor[0], lower=True)
-        inverse = np.tril(inverse) + np.tril(inverse, -1).T
-        inner = np.outer(alpha, alpha) - inverse
-        time_scale, history_scale = np.exp(log_params[1:3])
-        derivatives = (2 * signal_kernel,
-                       signal_kernel * time_sq / time_scale ** 2,
-                       signal_kernel * history_sq / history_scale ** 2,
-                       2 * noise_var * np.eye(len(centred)))
-        gradient = np.array([-0.5 * np.sum(inner * d) for d in derivatives])
-        return value, gradient
+    def negative_log_evidence(log_params, time_sq, history_sq, centred):
+        """-log p(y | X, params) and its gradient float64[4] w.r.t. the log parameters
+        ((inf, zeros) where the covariance is not positive definite)."""
+        return _negative_log_evidence(np.asarray(log_params, np.float64), time_sq, history_sq,
+                                      centred)
 
     def fit_hyperparameters(self, step_times_us: np.ndarray, series: np.ndarray, start=None):
         """Evidence-maximizing log (s_f, l_t, l_h, noise) for one history, or None.
@@ -120,17 +101,11 @@ class GaussianProcessForecaster(HistoryForecaster):
         """Posterior (mean, variance) of f at the next pattern (eq. 7-8)."""
         inputs, targets, query = self.patterns(step_times_us, series)
         time_sq, history_sq = self._squared_distances(inputs, inputs)
-        noise_var = np.exp(2 * log_params[3])
-        covariance = (self._signal_kernel(log_params, time_sq, history_sq)
-                      + (noise_var + JITTER) * np.eye(len(targets)))
-        factor = linalg.cho_factor(covariance, lower=True)
-        offset = targets.mean()
         query_time_sq, query_history_sq = self._squared_distances(query[None, :], inputs)
-        cross = self._signal_kernel(log_params, query_time_sq, query_history_sq)[0]
-        mean = offset + cross @ linalg.cho_solve(factor, targets - offset)
-        explained = linalg.solve_triangular(factor[0], cross, lower=True)
-        variance = max(float(np.exp(2 * log_params[0]) - explained @ explained), 0.0)
-        return float(mean), variance
+        offset = targets.mean()
+        mean, variance = _posterior(np.asarray(log_params, np.float64), time_sq, history_sq,
+                                    targets - offset, query_time_sq[0], query_history_sq[0])
+        return float(offset + mean), variance
 
     def new_schedule(self) -> "GaussianProcessSchedule":
         return GaussianProcessSchedule(self)
@@ -155,3 +130,121 @@ class GaussianProcessSchedule:
         if self.log_params is None:
             return None
         return self.forecaster.posterior(self.log_params, step_times_us, series)
+
+
+# Compiled kernels: a fit evaluates the evidence about 7 times on matrices of a few dozen
+# rows, where numpy's and LAPACK's per-call costs would be most of the time.
+
+@numba.njit(cache=True)
+def _signal_kernel(log_params, time_sq, history_sq):
+    """s_f^2 exp(-time_sq / (2 l_t^2) - history_sq / (2 l_h^2)), elementwise."""
+    signal_var = math.exp(2 * log_params[0])
+    time_scale_sq = math.exp(2 * log_params[1])
+    history_scale_sq = math.exp(2 * log_params[2])
+    return signal_var * np.exp(-0.5 * (time_sq / time_scale_sq + history_sq / history_scale_sq))
+
+
+@numba.njit(cache=True)
+def _cholesky(covariance):
+    """Lower Cholesky factor of `covariance` (n, n), or an empty array when it is not
+    positive definite (a non-positive or NaN pivot, as LAPACK's potrf)."""
+    n = covariance.shape[0]
+    factor = np.zeros((n, n))
+    for j in range(n):
+        pivot = covariance[j, j]
+        for k in range(j):
+            pivot -= factor[j, k] * factor[j, k]
+        if not pivot > 0.0:
+            return np.zeros((0, 0))
+        diagonal = math.sqrt(pivot)
+        factor[j, j] = diagonal
+        for i in range(j + 1, n):
+            value = covariance[i, j]
+            for k in range(j):
+                value -= factor[i, k] * factor[j, k]
+            factor[i, j] = value / diagonal
+    return factor
+
+
+@numba.njit(cache=True)
+def _forward(factor, b):
+    """x with factor @ x = b (factor lower triangular)."""
+    n = len(b)
+    x = np.empty(n)
+    for i in range(n):
+        value = b[i]
+        for k in range(i):
+            value -= factor[i, k] * x[k]
+        x[i] = value / factor[i, i]
+    return x
+
+
+@numba.njit(cache=True)
+def _cho_solve(factor, b):
+    """x with (factor @ factor.T) @ x = b."""
+    x = _forward(factor, b)
+    for i in range(len(b) - 1, -1, -1):
+        value = x[i]
+        for k in range(i + 1, len(b)):
+            value -= factor[k, i] * x[k]
+        x[i] = value / factor[i, i]
+    return x
+
+
+@numba.njit(cache=True)
+def _covariance(log_params, time_sq, history_sq):
+    """(signal kernel, signal kernel + (noise variance + JITTER) I)."""
+    signal_kernel = _signal_kernel(log_params, time_sq, history_sq)
+    covariance = signal_kernel.copy()
+    noise_var = math.exp(2 * log_params[3])
+    for i in range(covariance.shape[0]):
+        covariance[i, i] += noise_var + JITTER
+    return signal_kernel, covariance
+
+
+@numba.njit(cache=True)
+def _negative_log_evidence(log_params, time_sq, history_sq, centred):
+    """`GaussianProcessForecaster.negative_log_evidence`, compiled."""
+    n = len(centred)
+    gradient = np.zeros(4)
+    signal_kernel, covariance = _covariance(log_params, time_sq, history_sq)
+    factor = _cholesky(covariance)
+    if factor.shape[0] == 0:
+        return np.inf, gradient
+    alpha = _cho_solve(factor, centred)
+    value = 0.5 * n * math.log(2 * math.pi)
+    for i in range(n):
+        value += 0.5 * centred[i] * alpha[i] + math.log(factor[i, i])
+    # The inverse covariance, from the factor's inverse: C^-1 = L^-T L^-1.
+    inverse_factor = np.zeros((n, n))
+    for column in range(n):
+        unit = np.zeros(n)
+        unit[column] = 1.0
+        inverse_factor[:, column] = _forward(factor, unit)
+    inverse = inverse_factor.T @ inverse_factor
+    time_scale_sq = math.exp(2 * log_params[1])
+    history_scale_sq = math.exp(2 * log_params[2])
+    noise_var = math.exp(2 * log_params[3])
+    # d(-log evidence)/d(log param) = -1/2 sum((alpha alpha^T - C^-1) * dC/d(log param)).
+    for i in range(n):
+        for j in range(n):
+            inner = alpha[i] * alpha[j] - inverse[i, j]
+            kernel = signal_kernel[i, j]
+            gradient[0] -= inner * kernel
+            gradient[1] -= 0.5 * inner * kernel * time_sq[i, j] / time_scale_sq
+            gradient[2] -= 0.5 * inner * kernel * history_sq[i, j] / history_scale_sq
+        gradient[3] -= (alpha[i] * alpha[i] - inverse[i, i]) * noise_var
+    return value, gradient
+
+
+@numba.njit(cache=True)
+def _posterior(log_params, time_sq, history_sq, centred, query_time_sq, query_history_sq):
+    """(mean of the centred targets' f, variance of f) at the query pattern (eq. 7-8)."""
+    _, covariance = _covariance(log_params, time_sq, history_sq)
+    factor = _cholesky(covariance)
+    if factor.shape[0] == 0:
+        raise np.linalg.LinAlgError("the posterior's covariance is not positive definite")
+    cross = _signal_kernel(log_params, query_time_sq, query_history_sq)
+    mean = cross @ _cho_solve(factor, centred)
+    explained = _forward(factor, cross)
+    return mean, max(math.exp(2 * log_params[0]) - explained @ explained, 0.0)
