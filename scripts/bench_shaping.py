@@ -2,9 +2,10 @@
 each policy with oracle forecasts on [Pace18] §IV-A's cluster (250 hosts x 32 cores / 128 GB)
 with >= 10,000 applications, and the ratio against the per-component reference step
 (fleetcast_testing/reference/shaping_simulator.py) on the same input in the same run.
-Forecaster fits are timed separately, per fit, on a sample of the usage series. Steps are
-`--step_s` long ([Pace18] §V: a minute), the workload's runtimes and submissions the same in
-seconds whatever the step, shaping every `--interval` steps. Last, the estimated time of
+Forecaster fits are timed separately, per fit, on a sample of the usage series (the GP's
+also against its dense reference evidence). Steps are `--step_s` long ([Pace18] §V: a
+minute), the workload's runtimes and submissions the same in seconds whatever the step,
+shaping every `--interval` steps. Last, the estimated time of
 configs/shaping_002_full.textproto on 2 cores from these rates (`estimate_002_full`).
 
     .venv/bin/python scripts/bench_shaping.py [--apps 10000] [--step_s 60] [--interval 1]
@@ -22,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from fleetcast_testing.reference.peak import gp_negative_log_evidence  # noqa: E402
 from fleetcast_testing.reference.shaping_simulator import simulate_reference  # noqa: E402
 from fleetcast_testing.shaping_workloads import random_workload  # noqa: E402
 from policies.shaping.cluster.cluster import Cluster  # noqa: E402
@@ -88,13 +90,30 @@ def main(argv=None):
               f"{fast_rate / ref_rate:.1f}x")
         rates[name] = result.component_steps / seconds
     sample = rng.choice(workload.num_components, args.forecast_series, replace=False)
+    time_fits(workload, interval, sample)
+    print(estimate_002_full(rates))
+    return 0
+
+
+def time_fits(workload, interval: int, sample: np.ndarray):
+    """Prints the ARIMA's and the GP's CPU time per fit on the series of components `sample`,
+    and the GP's against its dense reference evidence on a tenth of them."""
     for forecaster in (ArimaUsageForecaster(interval_steps=interval),
                        GaussianProcessUsageForecaster(interval_steps=interval)):
         fitted, seconds = timed(forecast_workload, workload, forecaster, sample)
         print(f"{forecaster.name:16s} {fitted.fits:,} fits in {seconds:.1f} CPU-s: "
-              f"{1e3 * seconds / max(fitted.fits, 1):.1f} ms per fit")
-    print(estimate_002_full(rates))
-    return 0
+              f"{1e3 * seconds / max(fitted.fits, 1):.2f} ms per fit")
+    subset = sample[:max(1, len(sample) // 10)]
+    per_fit_ms = []
+    for evidence in (None, gp_negative_log_evidence):
+        forecaster = GaussianProcessUsageForecaster(interval_steps=interval)
+        if evidence is not None:
+            forecaster.model.negative_log_evidence = evidence
+        fitted, seconds = timed(forecast_workload, workload, forecaster, subset)
+        per_fit_ms.append(1e3 * seconds / max(fitted.fits, 1))
+    print(f"gaussian_process on {len(subset)} series: {per_fit_ms[0]:.2f} ms per fit vs "
+          f"{per_fit_ms[1]:.2f} ms with the dense reference evidence: "
+          f"{per_fit_ms[1] / per_fit_ms[0]:.1f}x")
 
 
 def estimate_002_full(rates: dict) -> str:

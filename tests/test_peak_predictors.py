@@ -382,6 +382,33 @@ def test_gp_posterior_matches_dense_formulas():
     np.testing.assert_allclose(variance, 0.3 ** 2 - cross @ inverse @ cross, rtol=1e-7)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_gp_evidence_equals_the_dense_reference(seed):
+    """The compiled evidence and gradient against dense inverses, on random histories and
+    parameters across LOG_BOUNDS."""
+    rng = np.random.default_rng(seed)
+    gp = small_gp(pattern_length=int(rng.integers(1, 6)))
+    n = int(rng.integers(gp.pattern_length + 2, 40))
+    inputs, targets, _ = gp.patterns(np.arange(n, dtype=np.int64) * STEP_US, rng.random(n))
+    time_sq, history_sq = gp._squared_distances(inputs, inputs)
+    centred = targets - targets.mean()
+    low, high = np.log([1e-2, 0.1, 0.05, 1e-2]), np.log([3.0, 50.0, 5.0, 0.5])
+    for log_params in rng.uniform(low, high, (5, 4)):
+        value, gradient = gp.negative_log_evidence(log_params, time_sq, history_sq, centred)
+        expected = ref.gp_negative_log_evidence(log_params, time_sq, history_sq, centred)
+        np.testing.assert_allclose(value, expected[0], rtol=1e-9)
+        np.testing.assert_allclose(gradient, expected[1], rtol=1e-7, atol=1e-9)
+
+
+def test_gp_evidence_of_a_covariance_that_is_not_positive_definite_is_infinite():
+    time_sq = np.array([[0.0, -100.0], [-100.0, 0.0]])  # off-diagonal above the diagonal
+    for evidence in (GaussianProcessForecaster.negative_log_evidence,
+                     ref.gp_negative_log_evidence):
+        value, gradient = evidence(np.log([1.0, 1.0, 1.0, 0.1]), time_sq, np.zeros((2, 2)),
+                                   np.array([0.1, -0.1]))
+        assert value == np.inf and not gradient.any()
+
+
 def test_gp_evidence_gradient_matches_finite_differences():
     gp = small_gp()
     series = np.random.default_rng(5).random(20)

@@ -305,3 +305,24 @@ class ReferenceAvgDecorator:
     def predict(self, samples: MachineSamples) -> np.ndarray:
         outputs = [p.predict(samples) for p in self.predictors]
         return np.array([np.mean([o[t] for o in outputs]) for t in range(samples.num_steps)])
+
+
+def gp_negative_log_evidence(log_params, time_sq, history_sq, centred):
+    """[Pace18] eq. 6's GP: -log p(y | X, params) and its gradient w.r.t. the log parameters
+    (s_f, l_t, l_h, noise std), from the dense inverse and log-determinant of the
+    covariance ((inf, zeros) when it is not positive definite)."""
+    signal, time_scale, history_scale, noise = np.exp(log_params)
+    kernel = signal ** 2 * np.exp(-0.5 * (time_sq / time_scale ** 2
+                                          + history_sq / history_scale ** 2))
+    n = len(centred)
+    covariance = kernel + (noise ** 2 + 1e-10) * np.eye(n)
+    sign, log_det = np.linalg.slogdet(covariance)
+    if sign <= 0 or np.any(np.linalg.eigvalsh(covariance) <= 0):
+        return np.inf, np.zeros(4)
+    inverse = np.linalg.inv(covariance)
+    alpha = inverse @ centred
+    value = 0.5 * centred @ alpha + 0.5 * log_det + 0.5 * n * np.log(2 * np.pi)
+    derivatives = (2 * kernel, kernel * time_sq / time_scale ** 2,
+                   kernel * history_sq / history_scale ** 2, 2 * noise ** 2 * np.eye(n))
+    inner = np.outer(alpha, alpha) - inverse
+    return value, np.array([-0.5 * np.trace(inner @ d) for d in derivatives])
