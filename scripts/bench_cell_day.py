@@ -18,7 +18,9 @@ Beam fuses a run's stages and runs them interleaved on its workers, so a stage's
 only separable by running it alone: the stage runs add the cost of writing and re-reading the
 intermediate tables, so their sum exceeds the whole run's. Wall and CPU are those of the
 `fleetcast` process and every worker process it waited for; peak RSS is the largest of any one
-of them (a worker's peak). The last line reads
+of them (a worker's peak), and peak_anon_gb the largest anonymous memory of any one of them,
+sampled every second: RSS also counts the pages of the spill files a worker maps, which the
+kernel drops under pressure and reads again. The last line reads
 `cell_day: windows=N wall_s=S cpu_s=C peak_rss_gb=G windows_per_s=R` (N usage windows, R = N /
 S; the sum of the stage runs, and their largest peak, with --skip_whole).
 """
@@ -77,28 +79,63 @@ def ensure_trace(args) -> dict:
     return rows
 
 
+def anon_rss_kb(root_pid: int) -> dict:
+    """{pid: anonymous resident memory (RssAnon, kB)} of `root_pid` and its descendants,
+    from Linux's /proc: the memory a process needs, without the file pages it maps (the
+    spill files it reads), which the kernel can drop and read again."""
+    children = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, pids = {}, [root_pid]
+    while pids:
+        pid = pids.pop()
+        pids += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                found[pid] = int(next(line for line in f if line.startswith("RssAnon:"))
+                                 .split()[1])
+        except (OSError, StopIteration):
+            continue
+    return found
+
+
 def timed(command: list, cwd: str = REPO) -> tuple:
-    """({wall_s, cpu_s, rss_gb}, stdout) of `command` under /usr/bin/time -v; a failure
-    exits with its stderr's last lines."""
-    done = subprocess.run(["/usr/bin/time", "-v", *command], cwd=cwd, capture_output=True,
-                          text=True)
-    if done.returncode != 0:
+    """({wall_s, cpu_s, rss_gb, anon_gb}, stdout) of `command` under /usr/bin/time -v; rss_gb
+    is the largest process's peak resident set, anon_gb its peak anonymous memory sampled
+    every second (`anon_rss_kb`). A failure exits with its stderr's last lines."""
+    process = subprocess.Popen(["/usr/bin/time", "-v", *command], cwd=cwd, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    peak_anon_kb = {}
+    while True:
+        try:
+            stdout, stderr = process.communicate(timeout=1)
+            break
+        except subprocess.TimeoutExpired:
+            for pid, kb in anon_rss_kb(process.pid).items():
+                peak_anon_kb[pid] = max(kb, peak_anon_kb.get(pid, 0))
+    if process.returncode != 0:
         sys.exit(f"bench_cell_day: {' '.join(command[:3])} failed:\n"
-                 + "\n".join(done.stderr.splitlines()[-30:]))
+                 + "\n".join(stderr.splitlines()[-30:]))
     values = {}
-    for text in done.stderr.splitlines():
+    for text in stderr.splitlines():
         name, _, value = text.strip().rpartition(": ")
         if name in TIME_FIELDS:
             values[TIME_FIELDS[name]] = value
     clock = [float(part) for part in values["wall"].split(":")]
     wall_s = sum(part * 60 ** i for i, part in enumerate(reversed(clock)))
     return {"wall_s": wall_s, "cpu_s": float(values["user_s"]) + float(values["system_s"]),
-            "rss_gb": int(values["rss_kb"]) / 2 ** 20}, done.stdout
+            "rss_gb": int(values["rss_kb"]) / 2 ** 20,
+            "anon_gb": max(peak_anon_kb.values(), default=0) / 2 ** 20}, stdout
 
 
 def line(what: str, measured: dict) -> str:
     return (f"{what}: wall_s={measured['wall_s']:.1f} cpu_s={measured['cpu_s']:.1f} "
-            f"peak_rss_gb={measured['rss_gb']:.2f}")
+            f"peak_rss_gb={measured['rss_gb']:.2f} peak_anon_gb={measured['anon_gb']:.2f}")
 
 
 def cell_config(args) -> fleetcast_pb2.RunConfig:
@@ -176,7 +213,8 @@ def main():
         if total is None:
             total = {"wall_s": sum(m["wall_s"] for m in stages.values()),
                      "cpu_s": sum(m["cpu_s"] for m in stages.values()),
-                     "rss_gb": max(m["rss_gb"] for m in stages.values())}
+                     "rss_gb": max(m["rss_gb"] for m in stages.values()),
+                     "anon_gb": max(m["anon_gb"] for m in stages.values())}
     if total is None:
         sys.exit("bench_cell_day: nothing to run (--skip_whole and --skip_stages)")
     print(f"cell_day: windows={windows} wall_s={total['wall_s']:.1f} "
