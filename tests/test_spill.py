@@ -32,6 +32,18 @@ def test_split_spilled_gives_split_table_rows_in_order(tmp_path):
         assert spill.load(value).equals(rows)
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1000])
+def test_spilled_take_gives_the_taken_rows_in_one_reference(tmp_path, monkeypatch, chunk_rows):
+    monkeypatch.setattr(spill, "TAKE_CHUNK_ROWS", chunk_rows)
+    table = pa.concat_tables([_table(40, 1), _table(60, 2)])  # two chunks
+    indices = np.random.default_rng(3).permutation(100)[:83]
+    value = spill.spilled_take(table, indices, spill.SpillTo(str(tmp_path), 0))
+    assert isinstance(value, spill.Spilled)
+    assert spill.load(value).equals(table.take(indices))
+    assert spill.spilled_take(table, indices, None).equals(table.take(indices))
+    assert spill.spilled_take(table, indices[:0], spill.SpillTo(str(tmp_path), 0)).num_rows == 0
+
+
 def test_small_tables_and_runs_without_a_spill_directory_stay_inline(tmp_path):
     table = _table(10)
     to = spill.SpillTo(str(tmp_path), table.nbytes + 1)

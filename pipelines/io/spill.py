@@ -26,6 +26,8 @@ from pipelines.io import publish, sharding
 # the Google source's 256 collection shards of a quarter cell-day give 388k instance rows
 # in tables of ~0.5 MB each, 120 MB that the runner held (and copied) whole at 1 MB.
 MIN_SPILL_BYTES = 64 << 10
+# Rows taken at a time by `spilled_take`.
+TAKE_CHUNK_ROWS = 1 << 18
 
 
 class Spilled(NamedTuple):
@@ -80,6 +82,18 @@ def spilled(table: pa.Table, to: Optional[SpillTo]):
     if not _spills(table, to) or not table.num_rows:
         return table
     return write([table], to.directory)[0]
+
+
+def spilled_take(table: pa.Table, indices: np.ndarray, to: Optional[SpillTo]):
+    """`spilled(table.take(indices), to)`, without the taken rows whole in memory when they
+    spill: they are taken and written TAKE_CHUNK_ROWS at a time, into one file."""
+    estimated_bytes = table.nbytes * len(indices) / max(table.num_rows, 1)
+    if to is None or estimated_bytes < to.min_bytes or not len(indices):
+        return spilled(table.take(indices), to)
+    pieces = (table.take(indices[start:start + TAKE_CHUNK_ROWS])
+              for start in range(0, len(indices), TAKE_CHUNK_ROWS))
+    references = write(pieces, to.directory)
+    return Spilled(references[0].path, references[0].start, references[-1].stop)
 
 
 def split_spilled(table: pa.Table, shards: np.ndarray, to: Optional[SpillTo]):

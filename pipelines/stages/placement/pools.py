@@ -120,51 +120,54 @@ def prepare_pool(element, config, keep_instances: bool,
                  spill_to: Optional[spill.SpillTo] = None):
     """(pool, {instances, machines}: tables or Spilled references) → (tag, value) pairs: one
     (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows for model
-    features, spilled as `spill_to` says."""
+    features, spilled as `spill_to` says.
+
+    The pool's rows stay as they came (memory-mapped when spilled): the order and the checks
+    read a few columns, and the kept rows are taken in order once (`spill.spilled_take`),
+    so a pool's rows are never copied whole."""
     pool, grouped = element
     instances = sharding.concat(map(spill.load, grouped["instances"]), schemas.INSTANCES)
     if not instances.num_rows:
         return
-    instances = instances.sort_by([("start_time", "ascending"), ("instance_id", "ascending")])
+    order = pc.sort_indices(instances.select(["start_time", "instance_id"]), sort_keys=[
+        ("start_time", "ascending"), ("instance_id", "ascending")]).to_numpy()
     capacity = None
     if not config.HasField("host_shape"):
         capacity = hosts_of_machines(sharding.concat(map(spill.load, grouped["machines"]),
                                                      schemas.MACHINES))
         if capacity is None:
-            yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances,
+            yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances.take(order),
                                                      REASON_NO_HOSTS)
             return
-    reasons = request_reasons(instances)
+    reasons = request_reasons(instances)[order]
     host_shapes = (capacity if capacity is not None
                    else np.array([[config.host_shape.cpu, config.host_shape.memory]]))
     demand = np.column_stack([
-        instances.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
-        for c in ("cpu_request", "memory_request")])
+        instances.column(c).to_numpy().astype(np.float64)
+        for c in ("cpu_request", "memory_request")])[order]
     too_large = (reasons == "") & ~fits_some_host(np.nan_to_num(demand), host_shapes)
     reasons[too_large] = REASON_TOO_LARGE
     rejected = reasons != ""
     if rejected.any():
         yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances",
-                                                 instances.filter(pa.array(rejected)),
-                                            reasons[rejected])
-    kept = instances.filter(pa.array(~rejected))
-    if not kept.num_rows:
+                                                 instances.take(order[rejected]),
+                                                 reasons[rejected])
+    kept = order[~rejected]
+    if not len(kept):
         return
-    start = kept.column("start_time").to_numpy()
-    end = kept.column("end_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    start = instances.column("start_time").to_numpy()[kept]
+    end = instances.column("end_time").to_numpy().astype(np.float64)[kept]
     # Censored VMs run until the latest time the pool's rows show (they never exit within
     # the replay, which ends at the last arrival unless configured).
     latest_us = int(max(start.max(), np.nanmax(end) if np.isfinite(end).any() else start.max()))
-    trace = PlacementTrace.from_arrays(
-        start, end, np.column_stack([kept.column("cpu_request").to_numpy(),
-                                     kept.column("memory_request").to_numpy()]),
-        end_us=latest_us)
+    trace = PlacementTrace.from_arrays(start, end, demand[~rejected], end_us=latest_us)
     start_us = config.start_time_us if config.HasField("start_time_us") else max(
         0, int(start.min()))
     end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
     check_samples(pool, start_us, end_us, config)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
-                           spill.spilled(kept, spill_to) if keep_instances else None)
+                           spill.spilled_take(instances, kept, spill_to) if keep_instances
+                           else None)
 
 
 def check_samples(pool: str, start_us: int, end_us: int, config):
