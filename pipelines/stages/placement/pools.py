@@ -83,14 +83,11 @@ def hosts_of_machines(machines: pa.Table) -> Optional[np.ndarray]:
     return capacity if len(capacity) else None
 
 
-def request_reasons(instances: pa.Table) -> np.ndarray:
-    """Dead-letter reason per row ("" for a replayable row), object[n]: requests and times."""
-    cpu = instances.column("cpu_request").to_numpy(zero_copy_only=False).astype(np.float64)
-    memory = instances.column("memory_request").to_numpy(zero_copy_only=False).astype(
-        np.float64)
-    start = instances.column("start_time").to_numpy().astype(np.float64)
-    end = instances.column("end_time").to_numpy(zero_copy_only=False).astype(np.float64)
-    reasons = np.full(instances.num_rows, "", dtype=object)
+def request_reasons(cpu: np.ndarray, memory: np.ndarray, start: np.ndarray,
+                    end: np.ndarray) -> np.ndarray:
+    """Dead-letter reason per VM ("" for a replayable one), object[n], from its requests and
+    times, float64[n] each (NaN where null)."""
+    reasons = np.full(len(cpu), "", dtype=object)
     reasons[end < start] = REASON_ENDS_BEFORE_START
     reasons[(cpu == 0) & (memory == 0)] = REASON_ZERO_REQUEST
     missing = ~(np.isfinite(cpu) & np.isfinite(memory)) | (cpu < 0) | (memory < 0)
@@ -139,12 +136,13 @@ def prepare_pool(element, config, keep_instances: bool,
             yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances.take(order),
                                                      REASON_NO_HOSTS)
             return
-    reasons = request_reasons(instances)[order]
+    cpu, memory, end = (instances.column(c).to_numpy().astype(np.float64)[order]
+                        for c in ("cpu_request", "memory_request", "end_time"))
+    start = instances.column("start_time").to_numpy()[order]
+    reasons = request_reasons(cpu, memory, start.astype(np.float64), end)
     host_shapes = (capacity if capacity is not None
                    else np.array([[config.host_shape.cpu, config.host_shape.memory]]))
-    demand = np.column_stack([
-        instances.column(c).to_numpy().astype(np.float64)
-        for c in ("cpu_request", "memory_request")])[order]
+    demand = np.column_stack([cpu, memory])
     too_large = (reasons == "") & ~fits_some_host(np.nan_to_num(demand), host_shapes)
     reasons[too_large] = REASON_TOO_LARGE
     rejected = reasons != ""
@@ -155,8 +153,7 @@ def prepare_pool(element, config, keep_instances: bool,
     kept = order[~rejected]
     if not len(kept):
         return
-    start = instances.column("start_time").to_numpy()[kept]
-    end = instances.column("end_time").to_numpy().astype(np.float64)[kept]
+    start, end = start[~rejected], end[~rejected]
     # Censored VMs run until the latest time the pool's rows show (they never exit within
     # the replay, which ends at the last arrival unless configured).
     latest_us = int(max(start.max(), np.nanmax(end) if np.isfinite(end).any() else start.max()))
