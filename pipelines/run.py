@@ -200,13 +200,18 @@ def _parquet_sink_outputs(pipeline):
 
 def local_runner(options: PipelineOptions):
     """For the DirectRunner (Beam's default), its batch engine, the FnApiRunner, set up as
-    the DirectRunner sets it up; None (the options' runner) for every other runner.
+    the DirectRunner sets it up; for Beam's DaskRunner, fleetcast's (pipelines/dask_runner.py);
+    None (the options' runner) for every other runner.
 
     Beam's DirectRunner first tries the Prism runner, which downloads its binary from GitHub
     at run time and, where that works, runs without direct_num_workers and
     direct_running_mode; fleetcast downloads nothing and runs the same engine everywhere.
+    Beam's DaskRunner recomputes a side input's whole upstream in every task that reads it.
     """
     standard = options.view_as(StandardOptions)
+    if standard.runner in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
+        from pipelines import dask_runner
+        return dask_runner.DaskRunner()
     if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):
         return None
     all_options = options.get_all_options()

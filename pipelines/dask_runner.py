@@ -1,0 +1,174 @@
+"""Beam's DaskRunner with side inputs computed once and partition counts kept bounded.
+
+Beam 2.77's DaskRunner translates a pipeline into Dask bags, but three of its translations do
+not hold at trace scale (configs/cell_day_small.textproto with 4 partitions ran 64,844 Dask
+tasks, 55,946 of them shuffle splits):
+
+- a side input is computed inside every task that reads it, as a new computation of its
+  whole upstream graph (for the placement replays: the source and the lifetime training);
+- a grouping keeps its input's partition count and a Flatten adds up its inputs' counts, so
+  the groupings after a Flatten of many tables (CoGroupByKey, the Parquet sink) shuffle
+  hundreds of partitions through tens of thousands of tasks;
+- only the transform visited last is computed: a leaf visited earlier would not run.
+
+This runner keeps Beam's (its options, result and translations of Create and ParDo) and
+changes those three: a side input is one reduction in the graph, a dependency of each task
+that reads it; a Flatten or a grouping has at most --dask_npartitions partitions (adjacent
+partitions concatenated, no shuffle); every leaf is computed. `pipelines.run.local_runner`
+runs Beam's DaskRunner, named either way, as this one.
+"""
+
+import itertools
+from typing import NamedTuple
+
+import apache_beam as beam
+import dask.bag as db
+from apache_beam import DoFn, pvalue
+from apache_beam.internal import pickler
+from apache_beam.pipeline import PipelineVisitor
+from apache_beam.runners.common import DoFnContext, DoFnInvoker, DoFnSignature, _OutputHandler
+from apache_beam.runners.dask import dask_runner, overrides, transform_evaluator
+from apache_beam.transforms.sideinputs import SideInputMap
+
+
+def _chained(lists) -> list:
+    return list(itertools.chain.from_iterable(lists))
+
+
+def _group_key(element):
+    return element[0]
+
+
+def _grouped_values(group):
+    key, elements = group
+    return key, [transform_evaluator.defenestrate(element[1]) for element in elements]
+
+
+def _bounded(bag: db.Bag, npartitions) -> db.Bag:
+    """`bag` with at most `npartitions` partitions (None: as it is)."""
+    if npartitions and bag.npartitions > npartitions:
+        return bag.repartition(npartitions=npartitions)
+    return bag
+
+
+class _Bundle(NamedTuple):
+    """What a partition's task needs to run a ParDo's DoFn (pickled: each bundle unpickles
+    its own, as a DoFn is used by one thread at a time); `views` holds a (view class,
+    options, window mapping) per side input, in the DoFn's order."""
+
+    pickled_fn: bytes
+    label: str
+    window_fn: object
+    args: tuple
+    kwargs: dict
+    views: tuple
+
+
+def _run_bundle(items, bundle: _Bundle, *side_values) -> list:
+    """The outputs of one partition through the DoFn, its side inputs made from their
+    computed values. The DoFn and the receivers are made here: a worker shares a task's
+    arguments between its tasks and threads, so nothing a bundle mutates may come from them."""
+    receivers = transform_evaluator.OneReceiver()
+    side_inputs = [
+        SideInputMap(view_class, options, [transform_evaluator.get_windowed_value(v, mapping)
+                                           for v in values])
+        for (view_class, options, mapping), values in zip(bundle.views, side_values)]
+    invoker = DoFnInvoker.create_invoker(
+        DoFnSignature(pickler.loads(bundle.pickled_fn)),
+        _OutputHandler(window_fn=bundle.window_fn, main_receivers=receivers[None],
+                       tagged_receivers=receivers, per_element_output_counter=None,
+                       output_batch_converter=None, process_yields_batches=False,
+                       process_batch_yields_elements=False),
+        context=DoFnContext(bundle.label, state=None), side_inputs=side_inputs,
+        input_args=list(bundle.args), input_kwargs=bundle.kwargs, user_state_context=None,
+        bundle_finalizer_param=DoFn.BundleFinalizerParam())
+    invoker.invoke_setup()
+    invoker.invoke_start_bundle()
+    for item in items:
+        invoker.invoke_process(transform_evaluator.get_windowed_value(item, bundle.window_fn))
+    invoker.invoke_finish_bundle()
+    invoker.invoke_teardown()
+    return [windowed.value for windowed in receivers.values]
+
+
+class _ParDo(transform_evaluator.DaskBagOp):
+    """A ParDo on each partition; each side input (a (view, bag) pair) is reduced to one
+    list in the graph, passed whole to every partition's task."""
+
+    def apply(self, input_bag, side_inputs=None):
+        transform = self.transform
+        args, kwargs = transform.raw_side_inputs
+        main_input = next(iter(self.applied.main_inputs.values()))
+        side_inputs = side_inputs or []
+        bundle = _Bundle(pickler.dumps(transform.fn), transform.label,
+                         getattr(getattr(main_input, "windowing", None), "windowfn", None),
+                         tuple(args), kwargs, tuple(view for view, _ in side_inputs))
+        values = [bag.reduction(list, _chained) for _, bag in side_inputs]
+        return input_bag.map_partitions(_run_bundle, bundle, *values)
+
+
+class _GroupByKey(transform_evaluator.DaskBagOp):
+    def apply(self, input_bag, side_inputs=None):
+        bounded = _bounded(input_bag, self.bag_kwargs.get("npartitions"))
+        return bounded.groupby(_group_key).map(_grouped_values)
+
+
+class _Flatten(transform_evaluator.DaskBagOp):
+    def apply(self, input_bag, side_inputs=None):
+        return _bounded(db.concat(input_bag), self.bag_kwargs.get("npartitions"))
+
+
+TRANSLATIONS = {**transform_evaluator.TRANSLATIONS, beam.ParDo: _ParDo,
+                overrides._GroupByKeyOnly: _GroupByKey, overrides._Flatten: _Flatten}
+
+
+class _BagVisitor(PipelineVisitor):
+    """Translates each primitive transform into a bag; `leaves()` are the bags no transform
+    reads."""
+
+    def __init__(self, bag_kwargs: dict):
+        self._bag_kwargs = bag_kwargs
+        self._bags, self._read = {}, set()
+
+    def _bag_of(self, pcoll):
+        self._read.add(pcoll.producer)
+        return self._bags[pcoll.producer]
+
+    def visit_transform(self, node):
+        op = TRANSLATIONS.get(node.transform.__class__, transform_evaluator.NoOp)(
+            node, bag_kwargs=self._bag_kwargs)
+        inputs = [None if isinstance(i, pvalue.PBegin) else self._bag_of(i)
+                  for i in node.inputs]
+        if len(inputs) == 1 and not isinstance(op, _Flatten):
+            inputs = inputs[0]
+        side_inputs = [((type(side), side._view_options(), side._window_mapping_fn),
+                        self._bag_of(side.pvalue)) for side in node.side_inputs]
+        self._bags[node] = op.apply(inputs or None, side_inputs)
+
+    def leaves(self) -> list:
+        return [bag for node, bag in self._bags.items() if node not in self._read]
+
+
+class DaskRunner(dask_runner.DaskRunner):
+    """Runs a pipeline on the Dask cluster of --dask_client_address (module docstring)."""
+
+    @staticmethod
+    def leaf_bags(pipeline, bag_kwargs: dict) -> list:
+        """The bags of `pipeline`'s leaves, `bag_kwargs` (npartitions or partition_size)
+        shaping them; the pipeline's transforms are replaced by their Dask forms."""
+        pipeline.replace_all(overrides.dask_overrides())
+        visitor = _BagVisitor(bag_kwargs)
+        pipeline.visit(visitor)
+        return visitor.leaves()
+
+    def run_pipeline(self, pipeline, options):
+        import dask.distributed
+
+        dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(
+            drop_default=True, current_only=True)
+        bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
+        client = dask.distributed.Client(**dask_options)
+        # Each leaf's element count: computing it runs the leaf, and only a number per leaf
+        # comes back to this process.
+        counts = dask.optimize(*[leaf.count() for leaf in self.leaf_bags(pipeline, bag_kwargs)])
+        return dask_runner.DaskRunnerResult(client, client.compute(list(counts)))
