@@ -15,7 +15,8 @@ This runner keeps Beam's (its options, result and translations of Create and Par
 changes those three: a side input is one reduction in the graph, a dependency of each task
 that reads it; a Flatten or a grouping has at most --dask_npartitions partitions (adjacent
 partitions concatenated, no shuffle); every leaf is computed. `pipelines.run.local_runner`
-runs Beam's DaskRunner, named either way, as this one.
+runs Beam's DaskRunner (--runner=apache_beam.runners.dask.dask_runner.DaskRunner) as this
+one.
 """
 
 import itertools

@@ -209,7 +209,7 @@ def local_runner(options: PipelineOptions):
     Beam's DaskRunner recomputes a side input's whole upstream in every task that reads it.
     """
     standard = options.view_as(StandardOptions)
-    if standard.runner in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
+    if standard.runner == "apache_beam.runners.dask.dask_runner.DaskRunner":
         from pipelines import dask_runner
         return dask_runner.DaskRunner()
     if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):
