@@ -262,19 +262,34 @@ def _run_pipeline(config, output: OutputSpec, output_dir: str, options: Pipeline
         publisher.check_writable()
         with worker_guard.watched_by_workers():
             result = pipeline.run()
+            # The DaskRunner opens a client of its own and leaves it reconnecting forever.
+            client = getattr(result, "client", None)
             try:
                 result.wait_until_finish()
                 if counters is not None:
                     counters.update(progress.counter_values(result))
+            except BaseException:
+                if client is not None:  # its other tasks would go on writing staged files
+                    result.cancel()
+                raise
             finally:
-                # The DaskRunner opens a client of its own and leaves it reconnecting forever.
-                client = getattr(result, "client", None)
                 if client is not None:
                     client.close()
     except BaseException:
-        area.discard()
+        _discard_after_failure(area)
         raise
     return sorted(outputs)
+
+
+def _discard_after_failure(area: publish.StagingArea):
+    """Discards a failed run's staged files without hiding why it failed: a task of a
+    cancelled Dask computation may still be writing there; the next run into the same root
+    deletes what is left."""
+    try:
+        area.discard()
+    except OSError as e:
+        _LOG.warning("could not discard the failed run's staging area %s (%s); the next run "
+                     "into %s deletes it", area.work_dir, e, area.root)
 
 
 def fleetcast_version() -> str:

@@ -273,3 +273,21 @@ def test_a_table_loaded_from_the_output_itself_stays_published(tmp_path):
     assert sorted((out / "usage").iterdir()) == usage_files
     assert "overcommit_summary" in manifest["tables"] and "instances" not in manifest["tables"]
     assert query(str(out), "SELECT count(*) AS n FROM usage").to_pylist() == [{"n": 120}]
+
+
+def test_a_staging_area_that_cannot_be_discarded_does_not_hide_why_the_run_failed(
+        tmp_path, capsys, monkeypatch):
+    # As when a task of a cancelled Dask computation still writes into the staging area.
+    fake = tmp_path / "events.parquet"
+    fake.write_text('{"time": 0}\n')
+    config = tmp_path / "broken.textproto"
+    config.write_text(f'google_v3 {{ instance_events {{ path: "{fake}" }} }}')
+
+    def busy(area):
+        raise OSError(39, "Directory not empty")
+
+    monkeypatch.setattr(publish.StagingArea, "discard", busy)
+    assert run_cli(config, tmp_path / "out") == cli.EXIT_RUN_FAILED
+    err = capsys.readouterr().err
+    assert "could not discard the failed run's staging area" in err
+    assert f"fleetcast: run failed: {fake}: not a readable Parquet file: " in err
