@@ -169,7 +169,9 @@ class DaskRunner(dask_runner.DaskRunner):
             drop_default=True, current_only=True)
         bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
         client = dask.distributed.Client(**dask_options)
-        # Each leaf's element count: computing it runs the leaf, and only a number per leaf
-        # comes back to this process.
-        counts = dask.optimize(*[leaf.count() for leaf in self.leaf_bags(pipeline, bag_kwargs)])
-        return dask_runner.DaskRunnerResult(client, client.compute(list(counts)))
+        # One collection, the leaves' element counts: computing it runs every leaf, and
+        # only numbers come back to this process. (Leaves computed as separate collections
+        # are optimized separately, and each gets its own copy of the steps they share.)
+        counts = dask.delayed(list)([leaf.count() for leaf in self.leaf_bags(pipeline,
+                                                                             bag_kwargs)])
+        return dask_runner.DaskRunnerResult(client, [client.compute(counts)])

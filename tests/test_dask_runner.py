@@ -108,15 +108,18 @@ def test_a_flatten_and_a_grouping_keep_at_most_npartitions(cluster, tmp_path):
 
 
 def test_every_leaf_runs_and_each_element_once(cluster, tmp_path):
-    first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir()
-    second.mkdir()
+    shared, first, second = tmp_path / "shared", tmp_path / "first", tmp_path / "second"
+    for directory in (shared, first, second):
+        directory.mkdir()
     pipeline = beam.Pipeline(runner=dask_runner.DaskRunner(), options=_options(cluster, 7))
-    numbers = pipeline | beam.Create(list(range(200)))
+    numbers = (pipeline | beam.Create(list(range(200)))
+               | "Shared" >> beam.ParDo(_Record(str(shared))))
     _ = numbers | "First" >> beam.ParDo(_Record(str(first)))
     _ = (numbers | "Square" >> beam.Map(lambda i: i * i)
          | "Second" >> beam.ParDo(_Record(str(second))))
     _run(pipeline)
+    # The step both leaves read runs once, not once per leaf.
+    assert collections.Counter(_recorded(shared)) == collections.Counter(range(200))
     assert collections.Counter(_recorded(first)) == collections.Counter(range(200))
     assert collections.Counter(_recorded(second)) == collections.Counter(
         i * i for i in range(200))
