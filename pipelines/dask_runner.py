@@ -1,8 +1,7 @@
 """Beam's DaskRunner with side inputs computed once and partition counts kept bounded.
 
 Beam 2.77's DaskRunner translates a pipeline into Dask bags, but three of its translations do
-not hold at trace scale (configs/cell_day_small.textproto with 4 partitions ran 64,844 Dask
-tasks, 55,946 of them shuffle splits):
+not hold at trace scale (docs/runners.md):
 
 - a side input is computed inside every task that reads it, as a new computation of its
   whole upstream graph (for the placement replays: the source and the lifetime training);
@@ -11,18 +10,18 @@ tasks, 55,946 of them shuffle splits):
   hundreds of partitions through tens of thousands of tasks;
 - only the transform visited last is computed: a leaf visited earlier would not run.
 
-This runner keeps Beam's (its options, result and translations of Create and ParDo) and
-changes those three: a side input is one reduction in the graph, a dependency of each task
-that reads it; a Flatten or a grouping has at most --dask_npartitions partitions (adjacent
-partitions concatenated, no shuffle); every leaf is computed. `pipelines.run.local_runner`
-runs Beam's DaskRunner (--runner=apache_beam.runners.dask.dask_runner.DaskRunner) as this
-one.
+This runner keeps Beam's options, result and translation of Create, and changes those: a
+side input is one reduction in the graph, read by key by each task of the ParDo; a Flatten or
+a grouping has at most --dask_npartitions partitions (adjacent partitions concatenated, no
+shuffle); every leaf is computed, and each step once. `pipelines.run.local_runner` runs
+Beam's DaskRunner (--runner=apache_beam.runners.dask.dask_runner.DaskRunner) as this one.
 """
 
 import itertools
 from typing import NamedTuple
 
 import apache_beam as beam
+import dask
 import dask.bag as db
 from apache_beam import DoFn, pvalue
 from apache_beam.internal import pickler
@@ -30,6 +29,8 @@ from apache_beam.pipeline import PipelineVisitor
 from apache_beam.runners.common import DoFnContext, DoFnInvoker, DoFnSignature, _OutputHandler
 from apache_beam.runners.dask import dask_runner, overrides, transform_evaluator
 from apache_beam.transforms.sideinputs import SideInputMap
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
 
 
 def _chained(lists) -> list:
@@ -105,7 +106,19 @@ class _ParDo(transform_evaluator.DaskBagOp):
                          getattr(getattr(main_input, "windowing", None), "windowfn", None),
                          tuple(args), kwargs, tuple(view for view, _ in side_inputs))
         values = [bag.reduction(list, _chained) for _, bag in side_inputs]
-        return input_bag.map_partitions(_run_bundle, bundle, *values)
+        return _partitionwise(_run_bundle, input_bag, dask.delayed(bundle), *values)
+
+
+def _partitionwise(function, bag: db.Bag, *arguments) -> db.Bag:
+    """The bag of `function(partition, *arguments)` for each partition of `bag`, each
+    argument a single-key collection read by its key. Dask's `map_partitions` would pass such
+    an argument as a renamed copy of its graph: its whole upstream computed again (on the
+    cell-day, the side inputs' copies read every trace file twice more)."""
+    name = f"{function.__name__.strip('_')}-{tokenize(bag.name, *arguments)}"
+    keys = [argument.key for argument in arguments]
+    graph = {(name, i): (function, (bag.name, i), *keys) for i in range(bag.npartitions)}
+    return db.Bag(HighLevelGraph.from_collections(name, graph, dependencies=[bag, *arguments]),
+                  name, bag.npartitions)
 
 
 class _GroupByKey(transform_evaluator.DaskBagOp):

@@ -74,8 +74,10 @@ def test_a_side_input_runs_its_upstream_once(cluster, tmp_path):
     _ = (pipeline | "Main" >> beam.Create(list(range(12)))
          | "Read" >> beam.Map(_with_side, beam.pvalue.AsList(side))
          | "Out" >> beam.ParDo(_Record(str(out))))
+    _ = side | "AlsoAMainInput" >> beam.Map(abs)
     _run(pipeline)
-    # Beam's DaskRunner computes the side input again in each of the 4 partitions' tasks.
+    # Beam's DaskRunner computes the side input again in each of the 4 partitions' tasks; a
+    # side input passed to Dask's map_partitions is a renamed copy of its upstream graph.
     assert sorted(_recorded(upstream)) == [10, 20, 30]
     assert sorted(_recorded(out)) == [[i, [10, 20, 30]] for i in range(12)]
 
