@@ -2,6 +2,7 @@
 
     python scripts/bench_cell_day.py [--machines 12000] [--data_dir DIR] [--out_dir DIR]
         [--format parquet|json] [--workers 2] [--skip_stages] [--skip_whole]
+        [--dask] [--dask_memory_limit 10GB] [--ingest_and_overcommit]
 
 Generates the synthetic cell-day (`fleetcast synth`, --machines machines x 1 day, ~16
 instances running per machine) into --data_dir, or reuses it when the directory holds a trace
@@ -13,6 +14,15 @@ on the DirectRunner with --workers worker processes (multi_processing):
   Parquet tables: "tables" (source -> machines, instances, usage), "overcommit" (from the
   usage table), "lifetime+placement" (from the instances and machines: the placement's
   uptime model comes from the lifetime stage of the same run, so the two run together).
+
+With --dask the runs go to a local Dask cluster instead (`dask scheduler`, and `dask worker
+--nworkers WORKERS --nthreads 1 --memory-limit DASK_MEMORY_LIMIT`, started here) with
+--dask_npartitions=SHARDS: wall is the `fleetcast` process's, CPU and peak anonymous memory
+add the cluster's processes (sampled every second), peak RSS stays the `fleetcast`
+process's own.
+
+--ingest_and_overcommit drops the lifetime and placement stages from the config (the part
+that spreads over any number of workers: run it with --workers 1 and 2 for the speed-up).
 
 Beam fuses a run's stages and runs them interleaved on its workers, so a stage's cost is
 only separable by running it alone: the stage runs add the cost of writing and re-reading the
@@ -26,12 +36,14 @@ S; the sum of the stage runs, and their largest peak, with --skip_whole).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 from google.protobuf import text_format
 
@@ -42,6 +54,7 @@ from configs import fleetcast_pb2  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, "configs", "cell_day.textproto")
 FLEETCAST = os.path.join(os.path.dirname(sys.executable), "fleetcast")
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 # About 16 instances running per machine (the default trace has ~6): smaller requests.
 REQUEST_SCALE = 0.35
 SUFFIXES = {"parquet": ".parquet", "json": ".json.gz"}
@@ -79,10 +92,8 @@ def ensure_trace(args) -> dict:
     return rows
 
 
-def anon_rss_kb(root_pid: int) -> dict:
-    """{pid: anonymous resident memory (RssAnon, kB)} of `root_pid` and its descendants,
-    from Linux's /proc: the memory a process needs, without the file pages it maps (the
-    spill files it reads), which the kernel can drop and read again."""
+def process_tree(root_pid: int) -> list:
+    """`root_pid` and its descendants (Linux's /proc)."""
     children = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -91,33 +102,49 @@ def anon_rss_kb(root_pid: int) -> dict:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(parent, []).append(int(entry))
-    found, pids = {}, [root_pid]
+    found, pids = [], [root_pid]
     while pids:
         pid = pids.pop()
+        found.append(pid)
         pids += children.get(pid, [])
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                found[pid] = int(next(line for line in f if line.startswith("RssAnon:"))
-                                 .split()[1])
-        except (OSError, StopIteration):
-            continue
     return found
 
 
-def timed(command: list, cwd: str = REPO) -> tuple:
+def sample(pid: int) -> tuple:
+    """(anonymous resident memory (RssAnon, kB), CPU seconds so far) of process `pid`, or
+    None once it is gone. RssAnon is the memory a process needs, without the file pages it
+    maps (the spill files it reads), which the kernel can drop and read again."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            anon_kb = int(next(line for line in f if line.startswith("RssAnon:")).split()[1])
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except (OSError, StopIteration):
+        return None
+    return anon_kb, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
     """({wall_s, cpu_s, rss_gb, anon_gb}, stdout) of `command` under /usr/bin/time -v; rss_gb
-    is the largest process's peak resident set, anon_gb its peak anonymous memory sampled
-    every second (`anon_rss_kb`). A failure exits with its stderr's last lines."""
+    is the largest process's peak resident set, anon_gb the largest peak anonymous memory of
+    one process, sampled every second (`sample`), of the command's processes and those of
+    `cluster_pids` (and their descendants), whose CPU seconds cpu_s includes. A failure
+    exits with its stderr's last lines."""
     process = subprocess.Popen(["/usr/bin/time", "-v", *command], cwd=cwd, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak_anon_kb = {}
+    peak_anon_kb, cluster_cpu_s = {}, {}
     while True:
         try:
             stdout, stderr = process.communicate(timeout=1)
             break
         except subprocess.TimeoutExpired:
-            for pid, kb in anon_rss_kb(process.pid).items():
-                peak_anon_kb[pid] = max(kb, peak_anon_kb.get(pid, 0))
+            cluster = {pid for root in cluster_pids for pid in process_tree(root)}
+            for pid in set(process_tree(process.pid)) | cluster:
+                sampled = sample(pid)
+                if sampled is not None:
+                    peak_anon_kb[pid] = max(sampled[0], peak_anon_kb.get(pid, 0))
+                    if pid in cluster:
+                        cluster_cpu_s[pid] = sampled[1]
     if process.returncode != 0:
         sys.exit(f"bench_cell_day: {' '.join(command[:3])} failed:\n"
                  + "\n".join(stderr.splitlines()[-30:]))
@@ -128,9 +155,43 @@ def timed(command: list, cwd: str = REPO) -> tuple:
             values[TIME_FIELDS[name]] = value
     clock = [float(part) for part in values["wall"].split(":")]
     wall_s = sum(part * 60 ** i for i, part in enumerate(reversed(clock)))
-    return {"wall_s": wall_s, "cpu_s": float(values["user_s"]) + float(values["system_s"]),
+    return {"wall_s": wall_s, "cpu_s": float(values["user_s"]) + float(values["system_s"])
+            + sum(cluster_cpu_s.values()),
             "rss_gb": int(values["rss_kb"]) / 2 ** 20,
             "anon_gb": max(peak_anon_kb.values(), default=0) / 2 ** 20}, stdout
+
+
+@contextlib.contextmanager
+def dask_cluster(workers: int, memory_limit: str, directory: str):
+    """A local Dask cluster of `workers` one-thread worker processes: yields (scheduler
+    address, the pids of the scheduler and of the workers' nanny)."""
+    import distributed
+
+    with open(os.path.join(directory, "dask_cluster.log"), "w") as log:
+        scheduler = subprocess.Popen([DASK, "scheduler", "--port", "0", "--dashboard-address",
+                                      ":0", "--scheduler-file",
+                                      os.path.join(directory, "scheduler.json")],
+                                     stdout=log, stderr=log)
+        nanny = None
+        try:
+            for _ in range(600):
+                if os.path.exists(os.path.join(directory, "scheduler.json")):
+                    break
+                time.sleep(0.1)
+            with open(os.path.join(directory, "scheduler.json")) as f:
+                address = json.load(f)["address"]
+            nanny = subprocess.Popen([DASK, "worker", address, "--nworkers", str(workers),
+                                      "--nthreads", "1", "--memory-limit", memory_limit,
+                                      "--local-directory", directory],
+                                     stdout=log, stderr=log)
+            with distributed.Client(address) as client:
+                client.wait_for_workers(workers, timeout=120)
+            yield address, (scheduler.pid, nanny.pid)
+        finally:
+            for process in (nanny, scheduler):
+                if process is not None:
+                    process.terminate()
+                    process.wait()
 
 
 def line(what: str, measured: dict) -> str:
@@ -169,14 +230,23 @@ def stage_configs(config: fleetcast_pb2.RunConfig, out_dir: str) -> dict:
     return stages
 
 
-def run(config: fleetcast_pb2.RunConfig, out_dir: str, workers: int) -> dict:
+def run(config: fleetcast_pb2.RunConfig, out_dir: str, args) -> dict:
+    """The costs of `fleetcast run` on `config`, on the DirectRunner with --workers worker
+    processes, or with --dask on a new local Dask cluster of as many."""
     path = os.path.join(out_dir, f"{config.name}.textproto")
     with open(path, "w") as f:
         f.write(text_format.MessageToString(config))
-    measured, _ = timed([FLEETCAST, "run", path, "--output_dir",
-                         os.path.join(out_dir, config.name), "-q",
-                         f"--direct_num_workers={workers}",
-                         "--direct_running_mode=multi_processing"])
+    command = [FLEETCAST, "run", path, "--output_dir", os.path.join(out_dir, config.name), "-q"]
+    if not args.dask:
+        measured, _ = timed(command + [f"--direct_num_workers={args.workers}",
+                                       "--direct_running_mode=multi_processing"])
+        return measured
+    cluster_dir = tempfile.mkdtemp(prefix="dask_", dir=out_dir)
+    with dask_cluster(args.workers, args.dask_memory_limit, cluster_dir) as (address, pids):
+        measured, _ = timed(command + [
+            "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+            f"--dask_client_address={address}", f"--dask_npartitions={args.shards}"],
+            cluster_pids=pids)
     return measured
 
 
@@ -190,7 +260,12 @@ def main():
     parser.add_argument("--format", choices=sorted(SUFFIXES), default="parquet")
     parser.add_argument("--shards", type=int, default=64, help="files per table")
     parser.add_argument("--workers", type=int, default=2,
-                        help="worker processes of the DirectRunner (and of synth)")
+                        help="worker processes of the DirectRunner or Dask (and of synth)")
+    parser.add_argument("--dask", action="store_true", help="run on a local Dask cluster")
+    parser.add_argument("--dask_memory_limit", default="10GB",
+                        help="each Dask worker's memory limit")
+    parser.add_argument("--ingest_and_overcommit", action="store_true",
+                        help="without the lifetime and placement stages")
     parser.add_argument("--skip_whole", action="store_true", help="only the stage runs")
     parser.add_argument("--skip_stages", action="store_true", help="only the whole run")
     args = parser.parse_args()
@@ -201,12 +276,15 @@ def main():
 
     windows = ensure_trace(args)["instance_usage"]
     config = cell_config(args)
+    if args.ingest_and_overcommit:
+        config.ClearField("lifetime_model")
+        config.ClearField("placement")
     total = None
     if not args.skip_whole:
-        total = run(config, out_dir, args.workers)
+        total = run(config, out_dir, args)
         print(line("whole run", total))
     if not args.skip_stages:
-        stages = {name: run(stage, out_dir, args.workers)
+        stages = {name: run(stage, out_dir, args)
                   for name, stage in stage_configs(config, out_dir).items()}
         for name, measured in stages.items():
             print(line(f"stage {name}", measured))
