@@ -2,7 +2,7 @@
 
     python scripts/bench_cell_day.py [--machines 12000] [--data_dir DIR] [--out_dir DIR]
         [--format parquet|json] [--workers 2] [--skip_stages] [--skip_whole]
-        [--dask] [--dask_memory_limit 10GB] [--ingest_and_overcommit]
+        [--dask] [--dask_memory_limit 10GB] [--dask_npartitions N] [--ingest_and_overcommit]
 
 Generates the synthetic cell-day (`fleetcast synth`, --machines machines x 1 day, ~16
 instances running per machine) into --data_dir, or reuses it when the directory holds a trace
@@ -17,9 +17,9 @@ on the DirectRunner with --workers worker processes (multi_processing):
 
 With --dask the runs go to a local Dask cluster instead (`dask scheduler`, and `dask worker
 --nworkers WORKERS --nthreads 1 --memory-limit DASK_MEMORY_LIMIT`, started here) with
---dask_npartitions=SHARDS: wall is the `fleetcast` process's, CPU and peak anonymous memory
-add the cluster's processes (sampled every second), peak RSS stays the `fleetcast`
-process's own.
+--dask_npartitions (default: SHARDS, a partition per file): wall is the `fleetcast`
+process's, CPU and peak anonymous memory add the cluster's processes (sampled every second),
+peak RSS stays the `fleetcast` process's own.
 
 --ingest_and_overcommit drops the lifetime and placement stages from the config (the part
 that spreads over any number of workers: run it with --workers 1 and 2 for the speed-up).
@@ -245,7 +245,8 @@ def run(config: fleetcast_pb2.RunConfig, out_dir: str, args) -> dict:
     with dask_cluster(args.workers, args.dask_memory_limit, cluster_dir) as (address, pids):
         measured, _ = timed(command + [
             "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
-            f"--dask_client_address={address}", f"--dask_npartitions={args.shards}"],
+            f"--dask_client_address={address}",
+            f"--dask_npartitions={args.dask_npartitions or args.shards}"],
             cluster_pids=pids)
     return measured
 
@@ -264,6 +265,8 @@ def main():
     parser.add_argument("--dask", action="store_true", help="run on a local Dask cluster")
     parser.add_argument("--dask_memory_limit", default="10GB",
                         help="each Dask worker's memory limit")
+    parser.add_argument("--dask_npartitions", type=int,
+                        help="Dask partitions (default: --shards, a partition per file)")
     parser.add_argument("--ingest_and_overcommit", action="store_true",
                         help="without the lifetime and placement stages")
     parser.add_argument("--skip_whole", action="store_true", help="only the stage runs")
