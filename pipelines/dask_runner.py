@@ -23,6 +23,7 @@ from typing import NamedTuple
 import apache_beam as beam
 import dask
 import dask.bag as db
+import dask.distributed
 from apache_beam import DoFn, pvalue
 from apache_beam.internal import pickler
 from apache_beam.pipeline import PipelineVisitor
@@ -176,8 +177,6 @@ class DaskRunner(dask_runner.DaskRunner):
         return visitor.leaves()
 
     def run_pipeline(self, pipeline, options):
-        import dask.distributed
-
         dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(
             drop_default=True, current_only=True)
         bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
