@@ -114,7 +114,7 @@ def _partitionwise(function, bag: db.Bag, *arguments) -> db.Bag:
     """The bag of `function(partition, *arguments)` for each partition of `bag`, each
     argument a single-key collection read by its key. Dask's `map_partitions` would pass such
     an argument as a renamed copy of its graph: its whole upstream computed again (on the
-    cell-day, the side inputs' copies read every trace file twice more)."""
+    half cell-day, the side inputs' copies read the trace files up to twice more)."""
     name = f"{function.__name__.strip('_')}-{tokenize(bag.name, *arguments)}"
     keys = [argument.key for argument in arguments]
     graph = {(name, i): (function, (bag.name, i), *keys) for i in range(bag.npartitions)}
