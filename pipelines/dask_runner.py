@@ -33,6 +33,8 @@ from apache_beam.transforms.sideinputs import SideInputMap
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from pipelines.io.failures import RunFailed
+
 
 def _chained(lists) -> list:
     return list(itertools.chain.from_iterable(lists))
@@ -180,7 +182,11 @@ class DaskRunner(dask_runner.DaskRunner):
         dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(
             drop_default=True, current_only=True)
         bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
-        client = dask.distributed.Client(**dask_options)
+        try:
+            client = dask.distributed.Client(**dask_options)
+        except OSError as e:  # no scheduler there: the option is wrong, not fleetcast
+            raise RunFailed(f"--dask_client_address={dask_options.get('address')}: cannot "
+                            f"reach a Dask scheduler: {e}") from None
         # One collection, the leaves' element counts: computing it runs every leaf, and
         # only numbers come back to this process. (Leaves computed as separate collections
         # are optimized separately, and each gets its own copy of the steps they share.)

@@ -13,7 +13,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 distributed = pytest.importorskip("distributed")
 
-from pipelines import dask_runner, run  # noqa: E402
+from pipelines import cli, dask_runner, run  # noqa: E402
+from tests.helpers import run_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +132,16 @@ def test_beams_dask_runner_runs_as_fleetcasts():
     runner = run.local_runner(PipelineOptions(
         ["--runner=apache_beam.runners.dask.dask_runner.DaskRunner"]))
     assert isinstance(runner, dask_runner.DaskRunner)
+
+
+def test_an_unreachable_scheduler_fails_the_run_in_one_line(tmp_path, capsys):
+    config = tmp_path / "demo.textproto"
+    config.write_text('name: "demo"\nsynthetic { machines: 2 days: 1 seed: 1 }\n')
+    assert run_cli(config, tmp_path / "out",
+                   "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+                   "--dask_client_address=tcp://127.0.0.1:1", "--dask_connection_timeout=1"
+                   ) == cli.EXIT_RUN_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("fleetcast: run failed: --dask_client_address=tcp://127.0.0.1:1: "
+                              "cannot reach a Dask scheduler: ")
+    assert not (tmp_path / "out" / "usage").exists()
