@@ -92,8 +92,9 @@ def ensure_trace(args) -> dict:
     return rows
 
 
-def process_tree(root_pid: int) -> list:
-    """`root_pid` and its descendants (Linux's /proc)."""
+def process_trees(*root_pids: int) -> list:
+    """For each of `root_pids`, the set of it and its descendants (one read of Linux's
+    /proc)."""
     children = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -102,12 +103,15 @@ def process_tree(root_pid: int) -> list:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(parent, []).append(int(entry))
-    found, pids = [], [root_pid]
-    while pids:
-        pid = pids.pop()
-        found.append(pid)
-        pids += children.get(pid, [])
-    return found
+    trees = []
+    for root in root_pids:
+        found, pids = set(), [root]
+        while pids:
+            pid = pids.pop()
+            found.add(pid)
+            pids += children.get(pid, [])
+        trees.append(found)
+    return trees
 
 
 def sample(pid: int) -> tuple:
@@ -138,8 +142,9 @@ def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
             stdout, stderr = process.communicate(timeout=1)
             break
         except subprocess.TimeoutExpired:
-            cluster = {pid for root in cluster_pids for pid in process_tree(root)}
-            for pid in set(process_tree(process.pid)) | cluster:
+            command_tree, *cluster_trees = process_trees(process.pid, *cluster_pids)
+            cluster = set().union(*cluster_trees)
+            for pid in command_tree | cluster:
                 sampled = sample(pid)
                 if sampled is not None:
                     peak_anon_kb[pid] = max(sampled[0], peak_anon_kb.get(pid, 0))
