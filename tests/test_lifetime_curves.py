@@ -13,9 +13,11 @@ import pytest
 from configs.units import US_PER_S
 from policies.replay.compiled import CompiledReplay
 from policies.replay.lifetime_source import to_exit_us
+from predictors.lifetime import features as feature_encoding
 from predictors.lifetime.curves import (
     LifetimeCurves,
     curves_for_saved_model,
+    distinct_rows,
     uptime_us_bounds,
 )
 from predictors.lifetime.examples import make_age_examples, make_uptime_examples
@@ -108,7 +110,7 @@ def test_curves_and_exit_tracker_keep_at_most_150_bytes_per_vm(fitted):
     try:
         before = tracemalloc.get_traced_memory()[0]
         curves = LifetimeCurves(model, features)
-        kept = (curves, curves.exit_tracker(arrival_us), CompiledReplay._curves(curves, n))
+        kept = (curves, curves.exit_tracker(arrival_us), CompiledReplay._curves(curves))
         bytes_per_vm = (tracemalloc.get_traced_memory()[0] - before) / n
     finally:
         tracemalloc.stop()
@@ -172,3 +174,28 @@ def test_a_saved_model_that_does_not_match_names_its_path(tmp_path):
     # Not an uptime model at all.
     with pytest.raises(ValueError, match=f"lifetime model at {path}: it is a str"):
         curves_for_saved_model("not a model", frame, path)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 64, 1000])
+def test_distinct_rows_by_chunks_equal_np_unique_of_all_rows(chunk_rows):
+    rng = np.random.default_rng(chunk_rows)
+    matrix = rng.integers(0, 4, (500, 3)).astype(np.float64)
+    matrix[rng.random(500) < 0.1, 1] = np.nan  # missing features are rows too
+    expected, inverse = np.unique(matrix.view(np.dtype((np.void, 24))).reshape(-1),
+                                  return_inverse=True)
+    chunks = [matrix[start:start + chunk_rows] for start in range(0, 500, chunk_rows)]
+    distinct, row_of = distinct_rows(chunks, 500)
+    assert distinct.view(np.dtype((np.void, 24))).reshape(-1).tolist() == expected.tolist()
+    np.testing.assert_array_equal(row_of, inverse.reshape(-1))
+    np.testing.assert_array_equal(distinct[row_of], matrix)
+
+
+def test_curves_of_instances_encoded_by_chunks_equal_those_of_their_features(
+        fitted, monkeypatch):
+    model, _ = fitted
+    frame = instances(300, seed=2)
+    whole = LifetimeCurves(model, model.encode(frame))
+    monkeypatch.setattr(feature_encoding, "TRANSFORM_CHUNK_ROWS", 7)
+    chunked = LifetimeCurves(model, frame)
+    np.testing.assert_array_equal(chunked.row_of_vm, whole.row_of_vm)
+    np.testing.assert_array_equal(chunked.values, whole.values)

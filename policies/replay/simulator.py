@@ -67,7 +67,8 @@ class PlacementTrace:
       arrival_us: int64[V] arrival times (µs).
       exit_us: int64[V] exit times (µs), >= the arrival; a censored VM's is at or after the
         replay's end (`from_arrays`).
-      demand: float64[V, D] demand per dimension (finite, >= 0), in the pool's units.
+      demand: float64[V, D] demand per dimension (finite, >= 0), in the pool's units; in
+        column order, so that each dimension's column is an array without a copy.
     """
     arrival_us: np.ndarray
     exit_us: np.ndarray
@@ -76,7 +77,7 @@ class PlacementTrace:
     def __post_init__(self):
         arrival = np.asarray(self.arrival_us, dtype=np.int64)
         exit_ = np.asarray(self.exit_us, dtype=np.int64)
-        demand = np.asarray(self.demand, dtype=np.float64)
+        demand = np.asfortranarray(self.demand, dtype=np.float64)
         if arrival.ndim != 1 or exit_.shape != arrival.shape or demand.ndim != 2 \
                 or len(demand) != len(arrival):
             raise ValueError("need arrival_us[V], exit_us[V] and demand[V, D]")
@@ -285,10 +286,11 @@ class _Replay:
 
     def run(self) -> PlacementResult:
         counts = self._warm_up()
-        replayed, arrivals, exits = self._replayed()
+        replayed, arrivals, exits, true_exits = self._replayed()
         exit_times, exit_vms = self._exit_stream()
         if self.compiled:
-            return self._run_compiled(counts, replayed, arrivals, exits, exit_times, exit_vms)
+            return self._run_compiled(counts, replayed, arrivals, exits, true_exits, exit_times,
+                                      exit_vms)
         if self.cache is not None:
             self.cache.bind(self.pool)
         # As lists closed by a sentinel past `end_us`, for the event loop.
@@ -308,12 +310,12 @@ class _Replay:
         return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
                                self._summary(counts))
 
-    def _run_compiled(self, counts, replayed, arrivals, exits, exit_times, exit_vms
-                      ) -> PlacementResult:
+    def _run_compiled(self, counts, replayed, arrivals, exits, true_exits, exit_times,
+                      exit_vms) -> PlacementResult:
         """`run` after the warm-up in the compiled engine, which stops at every metric
         sample for the Python metrics to read its state."""
-        engine = compiled.CompiledReplay(self, replayed, arrivals, exits, exit_times,
-                                         exit_vms)
+        engine = compiled.CompiledReplay(self, replayed, arrivals, exits, true_exits,
+                                         exit_times, exit_vms)
         self.metrics = PlacementMetrics(engine.state, *self._metrics_options)
         cursor = engine.cursor
 
@@ -358,15 +360,21 @@ class _Replay:
             heapq.heappush(self.events, (self.metrics_start_us, SAMPLE, 0))
 
     def _replayed(self):
-        """(vms, arrival times, predicted exits at arrival) of the VMs arriving in the
-        window, in arrival order."""
+        """(vms, arrival times, predicted exits at arrival, true exits) of the VMs arriving
+        in the window, in arrival order."""
         arrival = self.trace.arrival_us
-        replayed = np.flatnonzero((arrival >= self.start_us) & (arrival <= self.end_us))
-        replayed = replayed[np.argsort(arrival[replayed], kind="stable")]
-        arrivals = arrival[replayed]
+        if np.all(arrival[1:] >= arrival[:-1]):  # in arrival order (as documented): views
+            first = np.searchsorted(arrival, self.start_us, side="left")
+            stop = np.searchsorted(arrival, self.end_us, side="right")
+            replayed, arrivals = np.arange(first, stop), arrival[first:stop]
+            true_exits = self.trace.exit_us[first:stop]
+        else:
+            replayed = np.flatnonzero((arrival >= self.start_us) & (arrival <= self.end_us))
+            replayed = replayed[np.argsort(arrival[replayed], kind="stable")]
+            arrivals, true_exits = arrival[replayed], self.trace.exit_us[replayed]
         exits = to_exit_us(arrivals, self.lifetimes.predict_remaining_s(
             replayed, np.zeros(len(replayed))))
-        return replayed, arrivals, exits
+        return replayed, arrivals, exits, true_exits
 
     def _replay_arrivals(self, replayed, arrivals, exits, exit_times, exit_vms,
                          next_pos: int) -> int:

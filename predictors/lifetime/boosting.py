@@ -8,7 +8,7 @@ the feature names (checked against the booster's on load) and the number of tree
 """
 
 import re
-from typing import Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 import lightgbm as lgb
 import numpy as np
@@ -119,9 +119,17 @@ class BoostedLifetimeModel(LifetimeModel):
     def encode(self, instances) -> np.ndarray:
         """Encoded features, float64 (n_instances, n_instance_features); encode once per
         instance and reuse for every prediction."""
+        return self._fitted_encoder().transform(instances)
+
+    def encode_chunks(self, instances) -> Iterator[np.ndarray]:
+        """`encode` in row chunks, in order (`FeatureEncoder.transform_chunks`): for callers
+        that keep less than every row's features."""
+        return self._fitted_encoder().transform_chunks(instances)
+
+    def _fitted_encoder(self) -> FeatureEncoder:
         if getattr(self, "encoder_", None) is None:
             raise ValueError(f"this {type(self).__name__} is not fitted")
-        return self.encoder_.transform(instances)
+        return self.encoder_
 
     def _features(self, features) -> np.ndarray:
         """`features` as encoded rows: instances (DataFrame or Arrow table) are encoded, a

@@ -20,9 +20,11 @@ P(T > θ | features, uptime); `ExitTracker` is the replay's fast path over exact
 
 import array
 import bisect
-from typing import Optional, Sequence, Tuple
+from typing import Iterable, Optional, Sequence, Tuple
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from configs.units import US_PER_S
 from predictors.lifetime.uptime_model import (
@@ -33,7 +35,7 @@ from predictors.lifetime.uptime_model import (
 )
 
 # Rows per LightGBM call when evaluating curves (bounds the temporary matrix).
-_CHUNK_ROWS = 1 << 20
+_CHUNK_ROWS = 1 << 18
 # "Never": the end of the last interval, in microseconds of uptime.
 _NEVER_US = 1 << 62
 
@@ -95,10 +97,32 @@ def curves_for_saved_model(model, instances, path: str) -> "LifetimeCurves":
             raise ValueError(f"it is a {type(model).__name__}, not an UptimeLifetimeModel")
         check_features(model)
         check_uptime_grid(model)
-        features = model.encode(instances)
+        return LifetimeCurves(model, instances)
     except ValueError as error:
         raise ValueError(f"lifetime model at {path}: {error}") from error
-    return LifetimeCurves(model, features)
+
+
+def distinct_rows(chunks: Iterable[np.ndarray], num_rows: int
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """(distinct rows float64 (k, F), in `np.unique`'s order; each row's index among them,
+    int64 (num_rows,)) of the rows of float64 (rows, F) `chunks`, in order. Only the distinct
+    rows so far and one chunk are held, so encoded instances need not be kept whole."""
+    row_of = np.empty(num_rows, np.int64)
+    distinct, start = None, 0
+    for chunk in chunks:
+        both = chunk if distinct is None else np.concatenate([distinct, chunk])
+        rows = np.ascontiguousarray(both).view(
+            np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).reshape(-1)
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if distinct is not None:  # the earlier rows' indexes move with the new rows
+            row_of[:start] = inverse[:len(distinct)][row_of[:start]]
+            inverse = inverse[len(distinct):]
+        row_of[start:start + len(chunk)] = inverse
+        distinct, start = both[first], start + len(chunk)
+    if start != num_rows:
+        raise ValueError(f"the chunks hold {start} rows, not {num_rows}")
+    return distinct, row_of
 
 
 class StepCurves:
@@ -117,21 +141,19 @@ class StepCurves:
     Memory: 8 bytes × rows × columns + 8 bytes per instance.
     """
 
-    def __init__(self, model, features: np.ndarray,
+    def __init__(self, model, features,
                  grid_uptime_s: Optional[Sequence[float]] = None):
         """
         Args:
           model: a fitted model with `uptime_thresholds()` and `use_uptime`.
-          features: `model.encode(instances)`, (n_instances, n_instance_features).
+          features: `model.encode(instances)`, (n_instances, n_instance_features), or the
+            instances (DataFrame or Arrow table), then encoded a chunk at a time.
           grid_uptime_s: None for exact curves, else the uptime grid (s) of grid curves.
         """
-        features = model._features(features)
-        rows = np.ascontiguousarray(features).view(
-            np.dtype((np.void, features.dtype.itemsize * features.shape[1]))).reshape(-1)
-        _, first, row_of_vm = np.unique(rows, return_index=True, return_inverse=True)
+        chunks = (model.encode_chunks(features) if isinstance(features, (pd.DataFrame, pa.Table))
+                  else [model._features(features)])
         self._model = model
-        self._row_features = features[first]
-        self.row_of_vm = row_of_vm.reshape(-1).astype(np.int64)
+        self._row_features, self.row_of_vm = distinct_rows(chunks, len(features))
         self.exact = grid_uptime_s is None
         if self.exact:
             self.thresholds = model.uptime_thresholds()
@@ -207,12 +229,13 @@ class LifetimeCurves(StepCurves):
     column, for the no-uptime ablation) and log10 remaining seconds for grid curves.
     """
 
-    def __init__(self, model: UptimeLifetimeModel, features: np.ndarray,
+    def __init__(self, model: UptimeLifetimeModel, features,
                  grid_uptime_s: Optional[Sequence[float]] = None):
         """
         Args:
           model: a fitted uptime model (or its no-uptime ablation).
-          features: `model.encode(instances)`, (n_instances, n_instance_features).
+          features: `model.encode(instances)`, (n_instances, n_instance_features), or the
+            instances (DataFrame or Arrow table), then encoded a chunk at a time.
           grid_uptime_s: None for exact curves, else the uptime grid (s) of grid curves.
         """
         self.repredicts = model.use_uptime
@@ -266,11 +289,12 @@ class LongLivedCurves(StepCurves):
     over a fixed set of encoded instances: `values` holds the probability on each interval,
     and `predict_proba_long` equals the classifier's answer at every uptime."""
 
-    def __init__(self, model, features: np.ndarray):
+    def __init__(self, model, features):
         """
         Args:
           model: a fitted `UptimeLongLivedClassifier`.
-          features: `model.encode(instances)`, (n_instances, n_instance_features).
+          features: `model.encode(instances)`, (n_instances, n_instance_features), or the
+            instances (DataFrame or Arrow table), then encoded a chunk at a time.
         """
         super().__init__(model, features)
 

@@ -16,7 +16,7 @@ examples).
 """
 
 import json
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -234,8 +234,21 @@ class FeatureEncoder:
     def transform(self, instances: Instances) -> np.ndarray:
         """Feature matrix, shape (n_instances, len(feature_names_)), float64, C order.
 
-        Rows are encoded TRANSFORM_CHUNK_ROWS at a time (each row's features are its own), so
-        the pandas copies and derived columns stay those of one chunk.
+        Raises:
+          ValueError: the instances lack a column that a fitted feature is computed from.
+        """
+        n = len(instances)
+        matrix = np.empty((n, len(self.feature_names_)), dtype=np.float64)
+        start = 0
+        for chunk in self.transform_chunks(instances):
+            matrix[start:start + len(chunk)] = chunk
+            start += len(chunk)
+        return matrix
+
+    def transform_chunks(self, instances: Instances) -> Iterator[np.ndarray]:
+        """`transform`'s rows, TRANSFORM_CHUNK_ROWS at a time, in order: float64 (rows,
+        len(feature_names_)) each (one empty chunk for no instances). Each row's features
+        are its own, so the pandas copies and derived columns stay those of one chunk.
 
         Raises:
           ValueError: the instances lack a column that a fitted feature is computed from.
@@ -249,15 +262,11 @@ class FeatureEncoder:
             raise ValueError(
                 f"instances lack column(s) {missing} that the lifetime feature encoder was fit "
                 f"with (features {self.feature_names_})")
-        n = len(instances)
-        matrix = np.empty((n, len(self.feature_names_)), dtype=np.float64)
-        for start in range(0, max(n, 1), TRANSFORM_CHUNK_ROWS):
+        for start in range(0, max(len(instances), 1), TRANSFORM_CHUNK_ROWS):
             chunk = (instances.slice(start, TRANSFORM_CHUNK_ROWS)
                      if isinstance(instances, pa.Table)
                      else instances.iloc[start:start + TRANSFORM_CHUNK_ROWS])
-            matrix[start:start + len(chunk)] = self._encode_frame(
-                instances_frame(chunk, self.source_columns))
-        return matrix
+            yield self._encode_frame(instances_frame(chunk, self.source_columns))
 
     def _encode_frame(self, frame: pd.DataFrame) -> np.ndarray:
         """`transform` of the rows of `frame`."""

@@ -269,11 +269,10 @@ def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
                     model_sources: Optional[ModelSources] = None):
     """The replay's lifetime source for `spec` on `pool_input`'s VMs (a model source loads
     the model from `model_path`, or takes it from `model_sources` if kept there)."""
-    lifetime_s = pool_input.trace.lifetime_s()
     if spec.kind == "oracle":
-        return OracleLifetimes(lifetime_s)
+        return OracleLifetimes(pool_input.trace.lifetime_s())
     if spec.kind == "noisy_oracle":
-        return NoisyOracleLifetimes(lifetime_s, spec.accuracy, seed=pool_seed(
+        return NoisyOracleLifetimes(pool_input.trace.lifetime_s(), spec.accuracy, seed=pool_seed(
             spec.noisy_oracle_seed(config), pool_input.pool))
     # The LAVA-classes source repredicts with the uptime model: the same source, shared.
     kind = "uptime_model" if spec.kind == LAVA_CLASSES else spec.kind

@@ -136,8 +136,8 @@ class CompiledPool:
                           self.free_blocks)
             count[host] += 1
             self.slot_of[vm] = row
-            self.vms[[VM, EXIT, ARRIVED, ROW], row] = (vm, vm_exit_us[vm], arrival_us[vm],
-                                                      row_of_vm[vm])
+            self.vms[[VM, EXIT, ARRIVED, ROW], row] = (
+                vm, vm_exit_us[vm], arrival_us[vm], row_of_vm[vm] if len(row_of_vm) else 0)
         self.live = len(pool.vm_host)
         self.vm_host = _LiveVms(self)
 
@@ -165,18 +165,20 @@ class CompiledReplay:
     Args:
       replay: the Python replay, warmed up (its pool holds the warm-up VMs), whose policy,
         cache and metrics settings this engine takes over.
-      replayed, arrivals_us, exits_us: the replay's arrivals (VM, time, predicted exit).
+      replayed, arrivals_us, exits_us, true_exits_us: the replay's arrivals (VM, time,
+        predicted and true exit).
       exit_times, exit_vms: its exit stream without the sentinel.
     """
 
-    def __init__(self, replay, replayed, arrivals_us, exits_us, exit_times, exit_vms):
+    def __init__(self, replay, replayed, arrivals_us, exits_us, true_exits_us, exit_times,
+                 exit_vms):
         pool = replay.pool
         trace = replay.trace
         num_vms, num_hosts = len(trace), pool.num_hosts
         cache = replay.cache
-        curves = self._curves(replay.lifetimes if cache is not None else None, num_vms)
+        curves = self._curves(replay.lifetimes if cache is not None else None)
         arrival_all = np.asarray(trace.arrival_us, np.int64)
-        num_rows = len(pool.vm_host) + _most_alive(arrivals_us, trace.exit_us[replayed])
+        num_rows = len(pool.vm_host) + _most_alive(arrivals_us, true_exits_us)
         self.cursor = np.zeros(CURSOR_SIZE, np.int64)
         self.state = state = CompiledPool(pool, {vm: pool.vm_exit_us(vm) for vm in pool.vm_host},
                                           num_rows, arrival_all, curves[0], self.cursor)
@@ -190,9 +192,8 @@ class CompiledReplay:
             int(getattr(replay.policy, "strict_recycling", False))], dtype=np.int64)
         self.weights = np.array(pool.weights, dtype=np.float64)
         self.cursor[LIVE] = state.live
-        self.arrivals = (np.asarray(replayed, np.int64), np.asarray(arrivals_us, np.int64),
-                         np.asarray(exits_us, np.int64),
-                         trace.exit_us[np.asarray(replayed, np.int64)].astype(np.int64))
+        self.arrivals = tuple(np.asarray(a, np.int64) for a in (
+            replayed, arrivals_us, exits_us, true_exits_us))
         self.curve_rows = (arrival_all, curves[0])
         self.exit_stream = (np.asarray(exit_times, np.int64), np.asarray(exit_vms, np.int64))
         self.demand = (np.ascontiguousarray(trace.demand[:, 0]),
@@ -213,28 +214,31 @@ class CompiledReplay:
     @staticmethod
     def _lava(policy, pool: PoolState, num_vms: int, num_arrivals: int):
         """LAVA's state: per host (the columns above) and recycle room float64[H, 2], per VM
-        its given class (-1: from its predicted exit), the timer heap."""
+        its given class (-1: from its predicted exit; none given: empty), the timer heap."""
         num_hosts = pool.num_hosts
         lava_host = np.zeros((num_hosts, 6), np.int64)
         lava_host[:, DEADLINE] = lava_host[:, TIMER] = NONE
         recycle_room = np.zeros((num_hosts, 2))
-        vm_classes = np.full(num_vms, -1, np.int64)
+        vm_classes = np.zeros(0, np.int64)
         if isinstance(policy, Lava):
             recycle_room = used_above_room(pool.capacity, policy.recycle_fraction)
             if policy.vm_classes is not None:
-                vm_classes[:] = policy.vm_classes
+                vm_classes = np.asarray(policy.vm_classes, np.int64)
+                if vm_classes.shape != (num_vms,):
+                    raise ValueError(f"LAVA's vm_classes has shape {vm_classes.shape}, not "
+                                     f"one class per VM ({num_vms},)")
         timers = 4 * num_hosts + num_arrivals // 8 + 64
         return (lava_host, np.ascontiguousarray(recycle_room[:, 0]),
                 np.ascontiguousarray(recycle_room[:, 1]), vm_classes,
                 np.zeros(timers, np.int64), np.zeros(timers, np.int64), _LAVA_BOUNDS_US)
 
     @staticmethod
-    def _curves(curves: Optional[LifetimeCurves], num_vms: int):
+    def _curves(curves: Optional[LifetimeCurves]):
         """(row of each VM, remaining µs per (row, interval), interval ends in µs of uptime)
-        of exact curves, as `ExitTracker` rounds them; empty for a source without
-        repredictions."""
+        of exact curves, as `ExitTracker` rounds them; no rows (every VM's row 0) for a source
+        without repredictions."""
         if curves is None:
-            return (np.zeros(num_vms, np.int64), np.zeros((1, 1), np.int64),
+            return (np.zeros(0, np.int64), np.zeros((1, 1), np.int64),
                     np.array([_NEVER_US], np.int64))
         end_us = np.append(uptime_us_bounds(curves.thresholds), _NEVER_US).astype(np.int64)
         cell_us = np.rint(np.maximum(curves.values, 0.0) * 1e6).astype(np.int64)
