@@ -33,7 +33,7 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 import synthetic  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
-from pipelines import progress, worker_guard  # noqa: E402
+from pipelines import heap, progress, worker_guard  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 from pipelines.cli_args import build_parser  # noqa: E402
 from pipelines.io import failures, manifests  # noqa: E402
@@ -319,6 +319,7 @@ def _report(args) -> int:
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
+    heap.map_large_blocks()
     parser, run = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command != "run" and extra:

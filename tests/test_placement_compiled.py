@@ -4,6 +4,8 @@ ablation, given classes), oracle and exact-curve
 lifetimes, warm-up VMs, both warm starts, refresh intervals 0 and 15 minutes, stranding; and
 what it does not support replays in Python."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,22 @@ def test_host_rows_are_whole_cache_lines(rows):
     hosts = compiled._cache_lines((rows, HOST_COLUMNS))
     assert hosts.ctypes.data % 64 == 0 and hosts.strides == (64, 8)
     assert hosts.shape == (rows, 8) and hosts.dtype == np.int64 and not hosts.any()
+
+
+def test_a_compiled_replay_holds_at_most_80_bytes_per_vm():
+    """Beyond its trace and lifetimes, a replay's memory that grows with its VMs is a few
+    arrays indexed by VM (arrivals, predicted exits, exit stream, slots, decisions), none of
+    them a copy of the trace's columns."""
+    trace, pool = random_pool(3, num_vms=80_000, num_hosts=400)
+    lifetimes = OracleLifetimes(trace.lifetime_s())
+    options = dict(warmup_s=0, sample_period_s=86400)
+    simulate(trace, pool, BestFit(), lifetimes, **options)  # compiled before measuring
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = simulate(trace, pool, BestFit(), lifetimes, **options)
+        peak_bytes = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert (result.host_of_vm >= 0).all()
+    assert peak_bytes / len(trace) <= 80
