@@ -110,7 +110,7 @@ def test_curves_and_exit_tracker_keep_at_most_150_bytes_per_vm(fitted):
     try:
         before = tracemalloc.get_traced_memory()[0]
         curves = LifetimeCurves(model, features)
-        kept = (curves, curves.exit_tracker(arrival_us), CompiledReplay._curves(curves))
+        kept = (curves, curves.exit_tracker(arrival_us), CompiledReplay._curves(curves, n))
         bytes_per_vm = (tracemalloc.get_traced_memory()[0] - before) / n
     finally:
         tracemalloc.stop()

@@ -136,8 +136,8 @@ class CompiledPool:
                           self.free_blocks)
             count[host] += 1
             self.slot_of[vm] = row
-            self.vms[[VM, EXIT, ARRIVED, ROW], row] = (
-                vm, vm_exit_us[vm], arrival_us[vm], row_of_vm[vm] if len(row_of_vm) else 0)
+            self.vms[[VM, EXIT, ARRIVED, ROW], row] = (vm, vm_exit_us[vm], arrival_us[vm],
+                                                      row_of_vm[vm])
         self.live = len(pool.vm_host)
         self.vm_host = _LiveVms(self)
 
@@ -176,7 +176,7 @@ class CompiledReplay:
         trace = replay.trace
         num_vms, num_hosts = len(trace), pool.num_hosts
         cache = replay.cache
-        curves = self._curves(replay.lifetimes if cache is not None else None)
+        curves = self._curves(replay.lifetimes if cache is not None else None, num_vms)
         arrival_all = np.asarray(trace.arrival_us, np.int64)
         num_rows = len(pool.vm_host) + _most_alive(arrivals_us, true_exits_us)
         self.cursor = np.zeros(CURSOR_SIZE, np.int64)
@@ -214,7 +214,8 @@ class CompiledReplay:
     @staticmethod
     def _lava(policy, pool: PoolState, num_vms: int, num_arrivals: int):
         """LAVA's state: per host (the columns above) and recycle room float64[H, 2], per VM
-        its given class (-1: from its predicted exit; none given: empty), the timer heap."""
+        its given class (-1: from its predicted exit; empty for another policy, which never
+        reads it), the timer heap."""
         num_hosts = pool.num_hosts
         lava_host = np.zeros((num_hosts, 6), np.int64)
         lava_host[:, DEADLINE] = lava_host[:, TIMER] = NONE
@@ -222,23 +223,21 @@ class CompiledReplay:
         vm_classes = np.zeros(0, np.int64)
         if isinstance(policy, Lava):
             recycle_room = used_above_room(pool.capacity, policy.recycle_fraction)
+            vm_classes = np.full(num_vms, -1, np.int64)
             if policy.vm_classes is not None:
-                vm_classes = np.asarray(policy.vm_classes, np.int64)
-                if vm_classes.shape != (num_vms,):
-                    raise ValueError(f"LAVA's vm_classes has shape {vm_classes.shape}, not "
-                                     f"one class per VM ({num_vms},)")
+                vm_classes[:] = policy.vm_classes
         timers = 4 * num_hosts + num_arrivals // 8 + 64
         return (lava_host, np.ascontiguousarray(recycle_room[:, 0]),
                 np.ascontiguousarray(recycle_room[:, 1]), vm_classes,
                 np.zeros(timers, np.int64), np.zeros(timers, np.int64), _LAVA_BOUNDS_US)
 
     @staticmethod
-    def _curves(curves: Optional[LifetimeCurves]):
+    def _curves(curves: Optional[LifetimeCurves], num_vms: int):
         """(row of each VM, remaining µs per (row, interval), interval ends in µs of uptime)
-        of exact curves, as `ExitTracker` rounds them; no rows (every VM's row 0) for a source
-        without repredictions."""
+        of exact curves, as `ExitTracker` rounds them; empty for a source without
+        repredictions."""
         if curves is None:
-            return (np.zeros(0, np.int64), np.zeros((1, 1), np.int64),
+            return (np.zeros(num_vms, np.int64), np.zeros((1, 1), np.int64),
                     np.array([_NEVER_US], np.int64))
         end_us = np.append(uptime_us_bounds(curves.thresholds), _NEVER_US).astype(np.int64)
         cell_us = np.rint(np.maximum(curves.values, 0.0) * 1e6).astype(np.int64)

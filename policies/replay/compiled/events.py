@@ -120,7 +120,7 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         exit_us = arrival_exits[i]
         vm_class = 0
         if policy == LAVA:
-            vm_class = vm_classes[vm] if vm_classes.shape[0] else -1
+            vm_class = vm_classes[vm]
             if vm_class < 0:
                 vm_class = lava_class(exit_us - now, lava_bounds)
             host = select_lava(vm, vm_class, exit_us, params[STRICT], d0, d1, room0, room1,
@@ -172,7 +172,7 @@ def place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
     vms[EXIT, row] = exit_us
     vms[COLUMN, row] = 0
     vms[ARRIVED, row] = arrival_all[vm]
-    vms[ROW, row] = row_of_vm[vm] if row_of_vm.shape[0] else 0
+    vms[ROW, row] = row_of_vm[vm]
     cursor[LIVE] += 1
     return row
 
