@@ -440,7 +440,8 @@ def join_usage(events: pa.Table, usage: pa.Table):
 def shard_by_collection(tables: List[pa.Table], num_shards: int, spill_to):
     """(collection shard, the rows of `tables` (one parsed table's batches) in that shard or a
     Spilled reference to them, as `spill_to` says) pairs."""
-    table = pa.concat_tables(tables)
+    # One copy into contiguous columns: a take per shard on chunked columns copies them all.
+    table = pa.concat_tables(tables).combine_chunks()
     shards = sharding.shard_of_ints(table.column("collection_id").to_numpy(), num_shards)
     return spill.split_spilled(table, shards, spill_to)
 
