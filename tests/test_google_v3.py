@@ -235,3 +235,15 @@ def test_bigquery_inputs_read_the_configured_table_and_query():
          BIGQUERY_COLUMNS["instance_events"]),
         (None, "SELECT * FROM clusterdata_2019_a.instance_usage WHERE machine_id = 1", ())],
         key=str)
+
+
+def test_batches_of_parsed_tables_are_sharded_together_each_shard_in_row_order():
+    tables = [pa.table({"collection_id": [5, 7, 5, 9], "x": [0, 1, 2, 3]}),
+              pa.table({"collection_id": [7, 5], "x": [4, 5]})]
+    pieces = dict(google_v3.shard_by_collection(tables, 4, None))
+    by_shard = {}
+    for table in tables:
+        for shard, rows in google_v3.shard_by_collection([table], 4, None):
+            by_shard.setdefault(shard, []).extend(rows.column("x").to_pylist())
+    assert {shard: rows.column("x").to_pylist() for shard, rows in pieces.items()} == by_shard
+    assert sum(rows.num_rows for rows in pieces.values()) == 6
