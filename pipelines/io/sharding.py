@@ -70,6 +70,9 @@ def split_by_key(table: pa.Table, key, num_shards: Optional[int] = None):
 
 def split_table(table: pa.Table, shards: np.ndarray):
     """Yields (shard, sub-table) for every shard that has rows, rows in table order."""
+    if any(column.num_chunks > 1 for column in table.columns):
+        # One copy into contiguous columns: a take on chunked columns copies them whole.
+        table = table.combine_chunks()
     order = np.argsort(shards, kind="stable")
     for rows in np.split(order, np.flatnonzero(np.diff(shards[order])) + 1):
         if len(rows):

@@ -440,8 +440,7 @@ def join_usage(events: pa.Table, usage: pa.Table):
 def shard_by_collection(tables: List[pa.Table], num_shards: int, spill_to):
     """(collection shard, the rows of `tables` (one parsed table's batches) in that shard or a
     Spilled reference to them, as `spill_to` says) pairs."""
-    # One copy into contiguous columns: a take per shard on chunked columns copies them all.
-    table = pa.concat_tables(tables).combine_chunks()
+    table = pa.concat_tables(tables)
     shards = sharding.shard_of_ints(table.column("collection_id").to_numpy(), num_shards)
     return spill.split_spilled(table, shards, spill_to)
 
@@ -521,9 +520,9 @@ class ReadGoogleV3(beam.PTransform):
         # Each table is grouped through files of the run (pipelines/io/spill.py).
         spill_to = spill.spill_to()
 
-        # A parsed table's batches are sharded SHARD_BATCH_ROWS rows at a time: every
-        # (batch, shard) piece is an element that the runner groups, so per parsed batch of
-        # 20,000 rows the runner held ~850k of them at the cell-day, more with the trace.
+        # Batches are sharded SHARD_BATCH_ROWS rows at a time: each (batch, shard) piece is an
+        # element the runner groups, and per parsed batch of 20,000 rows their number grows
+        # with the trace (~785k at the cell-day).
         def keyed(pcoll, label):
             return (pcoll
                     | f"Batch{label}" >> beam.BatchElements(
