@@ -3,6 +3,7 @@ succeeds; a killed or failed run leaves the previous results as they were; fleet
 only what its manifest says it wrote; readers refuse a directory without a successful
 manifest."""
 
+import errno
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import cli, cli_args
-from pipelines.io import manifests, publish, root_files
+from pipelines.io import failures, manifests, publish, root_files, sinks
 from pipelines.io.failures import RunFailed
 from pipelines.query import QueryError, query
 from tests.helpers import OVERCOMMIT, READINGS, REPO, read_table, run_cli, snapshot, tiny_config
@@ -182,6 +183,39 @@ def test_a_table_whose_every_row_is_rejected_fails_and_publishes_nothing(tmp_pat
     counts = read_table(failed / "source_counts").sort_values("table")
     assert counts[["table", "read", "kept", "rejected"]].values.tolist() == [
         ["vm_cpu_readings", 5, 0, 5], ["vmtable", 2, 2, 0]]
+
+
+def test_a_full_disk_fails_the_run_saying_so_and_keeps_the_previous_results(
+        tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    before = snapshot(out)
+
+    def disk_full(self, element):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(sinks._WriteShard, "process", disk_full)
+    assert run_cli(tiny_config(tmp_path), out) == cli.EXIT_RUN_FAILED
+    err = capsys.readouterr().err
+    assert err.startswith("fleetcast: run failed: No space left on device while running '")
+    assert ("the run writes its results, and the spill files of its large tables, under the "
+            "output directory until it publishes") in err
+    assert "internal error" not in err and len(err.strip().splitlines()) == 1
+    assert snapshot(out) == before
+    assert not list((out / publish.STATE_DIR).rglob("*.parquet"))  # its files discarded
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("RuntimeError: OSError: [Errno 28] No space left on device [while running "
+     "'WriteTables/WriteParquet/WriteShards']",
+     "No space left on device while running 'WriteTables/WriteParquet/WriteShards': "),
+    ("OSError: [Errno 122] Disk quota exceeded: '/data/out/x.arrow'",
+     "Disk quota exceeded: '/data/out/x.arrow': "),
+    ("OSError: [Errno 2] No such file or directory: '/x'", None),
+])
+def test_a_workers_full_disk_is_a_reason_not_a_bug(text, reason):
+    found = failures.reason_of(RuntimeError(f"Traceback (most recent call last):\n{text}"))
+    assert found == reason if reason is None else found.startswith(reason)
 
 
 def test_a_config_may_allow_a_table_whose_every_row_is_rejected(tmp_path, capsys):

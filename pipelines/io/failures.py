@@ -6,6 +6,7 @@ that names the file or table, and `fleetcast run` prints that message (exit 1) i
 the runner's traceback.
 """
 
+import errno
 import re
 from typing import Optional
 
@@ -15,10 +16,14 @@ class RunFailed(ValueError):
 
 
 _WHILE_RUNNING = " [while running"
+# A full disk or quota is the machine's state, not a bug: OSError's text from any process.
+_DISK_FULL = re.compile(rf"\[Errno (?:{errno.ENOSPC}|{errno.EDQUOT})\] ([^\[\n]+)")
+_STEP = re.compile(r"\[while running '([^']+)'\]")
 
 
 def reason_of(exception: BaseException) -> Optional[str]:
-    """The RunFailed message an exception from a pipeline run carries, or None.
+    """The RunFailed message an exception from a pipeline run carries (or the reason of a
+    full disk), or None.
 
     In-process runners re-raise the RunFailed itself (with " [while running 'step']"
     appended); runners with worker processes raise a RuntimeError holding the worker's
@@ -26,5 +31,25 @@ def reason_of(exception: BaseException) -> Optional[str]:
     """
     if isinstance(exception, RunFailed):
         return str(exception).split(_WHILE_RUNNING)[0]
-    found = re.findall(r"\bRunFailed: (.+)", str(exception))
-    return found[-1].split(_WHILE_RUNNING)[0] if found else None
+    text = str(exception)
+    found = re.findall(r"\bRunFailed: (.+)", text)
+    if found:
+        return found[-1].split(_WHILE_RUNNING)[0]
+    return disk_full_reason(exception)
+
+
+def disk_full_reason(exception: BaseException) -> Optional[str]:
+    """What to do about a full disk (ENOSPC) or exhausted quota (EDQUOT) that `exception`
+    reports, itself or as a worker's traceback text, naming the step; None otherwise."""
+    text = str(exception)
+    full = _DISK_FULL.search(text)
+    if full is None and not (isinstance(exception, OSError)
+                             and exception.errno in (errno.ENOSPC, errno.EDQUOT)):
+        return None
+    what = full.group(1).strip().rstrip(":") if full else exception.strerror
+    step = _STEP.search(text)
+    return (f"{what}{f' while running {step.group(1)!r}' if step else ''}: the run writes "
+            "its results, and the spill files of its large tables, under the output directory "
+            "until it publishes (a cell-day needs ~50 GB there, docs/runners.md). This run's "
+            "files were discarded and the earlier results are intact: free space on that "
+            "disk, or give --output_dir on a larger one, and run again")
