@@ -26,8 +26,8 @@ from pipelines.io import publish, sharding
 # the Google source's 256 collection shards of a quarter cell-day give 388k instance rows
 # in tables of ~0.5 MB each, 120 MB that the runner held (and copied) whole at 1 MB.
 MIN_SPILL_BYTES = 64 << 10
-# Rows taken at a time by `spilled_take`.
-TAKE_CHUNK_ROWS = 1 << 18
+# Rows taken at a time by `spilled_take`: ~20 MB of instance rows.
+TAKE_CHUNK_ROWS = 1 << 16
 
 
 class Spilled(NamedTuple):
@@ -90,7 +90,7 @@ def spilled_take(table: pa.Table, indices: np.ndarray, to: Optional[SpillTo]):
     estimated_bytes = table.nbytes * len(indices) / max(table.num_rows, 1)
     if to is None or estimated_bytes < to.min_bytes or not len(indices):
         return spilled(table.take(indices), to)
-    pieces = (table.take(indices[start:start + TAKE_CHUNK_ROWS])
+    pieces = (sharding.take_rows(table, indices[start:start + TAKE_CHUNK_ROWS])
               for start in range(0, len(indices), TAKE_CHUNK_ROWS))
     references = write(pieces, to.directory)
     return Spilled(references[0].path, references[0].start, references[-1].stop)
