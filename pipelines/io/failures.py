@@ -40,13 +40,13 @@ def reason_of(exception: BaseException) -> Optional[str]:
 
 def disk_full_reason(exception: BaseException) -> Optional[str]:
     """What to do about a full disk (ENOSPC) or exhausted quota (EDQUOT) that `exception`
-    reports, itself or as a worker's traceback text, naming the step; None otherwise."""
+    reports (an OSError's text, itself or in a worker's traceback), naming the step; None
+    otherwise."""
     text = str(exception)
     full = _DISK_FULL.search(text)
-    if full is None and not (isinstance(exception, OSError)
-                             and exception.errno in (errno.ENOSPC, errno.EDQUOT)):
+    if full is None:
         return None
-    what = full.group(1).strip().rstrip(":") if full else exception.strerror
+    what = full.group(1).strip().rstrip(":")
     step = _STEP.search(text)
     return (f"{what}{f' while running {step.group(1)!r}' if step else ''}: the run writes "
             "its results, and the spill files of its large tables, under the output directory "
