@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines import schemas
+from pipelines.stages.placement.pools import MODEL_COLUMNS
 from predictors.lifetime import features
 from predictors.lifetime.features import (
     NULL_CATEGORY,
@@ -109,13 +110,34 @@ class _Unconvertible(pa.ExtensionType):
 
 
 def test_transform_of_arrow_rows_converts_only_the_columns_it_reads():
-    # A replay's pool rows hold every instance column; the encoder reads a few.
+    # Rows may hold columns the encoder does not read.
     frame = _instances(user=["a", "b"] * 10, cpu_request=[1.0, 2.0] * 10)
     encoder = FeatureEncoder(features=["user", "cpu_request"]).fit(frame)
     table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
         "unread", pa.ExtensionArray.from_storage(_Unconvertible(), pa.array(range(20))))
     np.testing.assert_array_equal(encoder.transform(table), encoder.transform(frame))
     assert list(instances_frame(table, ["user", "absent"]).columns) == ["user"]
+
+
+def test_a_pools_model_columns_hold_every_column_a_feature_reads():
+    # A placement pool keeps only MODEL_COLUMNS of its instance rows for the models' features.
+    assert features.SOURCE_COLUMNS == set(MODEL_COLUMNS) <= set(schemas.INSTANCES.names)
+    rng = np.random.default_rng(5)
+    n = 60
+
+    def values(field):
+        if pa.types.is_string(field.type):
+            return pa.array(rng.choice(["a", "b", "c"], n))
+        if pa.types.is_floating(field.type):
+            return pa.array(rng.choice([0.25, 0.5, 1.0], n))
+        return pa.array(rng.integers(0, 3, n) * 10**10, field.type)
+
+    table = pa.table({field.name: values(field) for field in schemas.INSTANCES},
+                     schema=schemas.INSTANCES)
+    encoder = FeatureEncoder(min_category_count=1).fit(table)
+    assert len(encoder.feature_names_) == len(features.FEATURES)
+    np.testing.assert_array_equal(encoder.transform(table.select(MODEL_COLUMNS)),
+                                  encoder.transform(table))
 
 
 def test_transform_in_chunks_equals_transform_at_once(monkeypatch):

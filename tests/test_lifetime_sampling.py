@@ -11,7 +11,7 @@ from pipelines import schemas
 from pipelines.io import sharding, spill
 from pipelines.stages import lifetime
 from pipelines.stages.lifetime.sampling import SampleCut, sample_keys, sampled
-from pipelines.stages.placement.pools import prepare_pool
+from pipelines.stages.placement.pools import MODEL_COLUMNS, prepare_pool
 from tests.helpers import run_text_config
 from tests.test_lifetime_pipeline import (
     CAP_S,
@@ -144,7 +144,7 @@ def test_a_pools_instance_rows_travel_as_a_spill_file(tmp_path):
     assert tag == "pools" and isinstance(pool_input.instances, spill.Spilled)
     rows = pool_input.instance_rows()
     assert rows.equals(table.sort_by([("start_time", "ascending"),
-                                      ("instance_id", "ascending")]))
+                                      ("instance_id", "ascending")]).select(MODEL_COLUMNS))
     # Outside a run (nothing spilled) the rows are the table itself.
     ((_, kept),) = list(prepare_pool(("cell", {"instances": [table], "machines": []}), config,
                                      True))

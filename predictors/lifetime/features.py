@@ -59,6 +59,8 @@ FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
     ("start_day_of_week", NUMERIC, ("start_time",)),
     ("deployment_size", NUMERIC, ("deployment_size",)),
 )
+# Every instance column some feature is computed from: all of a row that a model reads.
+SOURCE_COLUMNS = frozenset(column for _, _, sources in FEATURES for column in sources)
 _KIND = {name: kind for name, kind, _ in FEATURES}
 _SOURCES = {name: sources for name, _, sources in FEATURES}
 # Rows that `FeatureEncoder.transform` converts to pandas at a time (a placement pool's

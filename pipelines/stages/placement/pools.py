@@ -19,6 +19,7 @@ from policies.replay.pool import PoolSpec
 from policies.replay.simulator import (
     PlacementTrace,
 )
+from predictors.lifetime import features
 
 SOURCE = "placement"
 POOLS = "pools"
@@ -35,12 +36,15 @@ MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of ev
 # Metric samples per replay: each is a pass over the hosts and a placement_timeseries row
 # (a million is a month sampled every 2.6 s).
 MAX_SAMPLES = 1_000_000
+# The instance columns a pool keeps for its model lifetime sources: those the models' features
+# read (about half of a row's bytes: the ids, names and end columns stay behind).
+MODEL_COLUMNS = [name for name in schemas.INSTANCES.names if name in features.SOURCE_COLUMNS]
 
 
 @dataclasses.dataclass
 class PoolInput:
     """A pool ready to replay (the replays' side input): its trace, hosts, window and, for
-    model lifetime sources only, the instance rows in trace order for their features (a
+    model lifetime sources only, the instance rows in trace order, their MODEL_COLUMNS (a
     table, or a Spilled reference to one in a run: `instance_rows` reads either)."""
     pool: str
     trace: PlacementTrace
@@ -116,8 +120,8 @@ def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> 
 def prepare_pool(element, config, keep_instances: bool,
                  spill_to: Optional[spill.SpillTo] = None):
     """(pool, {instances, machines}: tables or Spilled references) → (tag, value) pairs: one
-    (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows for model
-    features, spilled as `spill_to` says.
+    (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows'
+    MODEL_COLUMNS for model features, spilled as `spill_to` says.
 
     The pool's rows stay as they came (memory-mapped when spilled): the order and the checks
     read a few columns, and the kept rows are taken in order once (`spill.spilled_take`),
@@ -162,9 +166,10 @@ def prepare_pool(element, config, keep_instances: bool,
         0, int(start.min()))
     end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
     check_samples(pool, start_us, end_us, config)
+    rows = (spill.spilled_take(instances.select(MODEL_COLUMNS), kept, spill_to)
+            if keep_instances else None)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
-                           spill.spilled_take(instances, kept, spill_to) if keep_instances
-                           else None)
+                           rows)
 
 
 def check_samples(pool: str, start_us: int, end_us: int, config):
