@@ -59,6 +59,7 @@ setuptools.setup(
             "nbclient",
             "nbformat",
             "pytest",
+            "pytest-xdist",
             # The linter .ci/run runs (configured in pyproject.toml); a new minor version may
             # add rules to the selected families, so the version that checks clean is pinned.
             "ruff>=0.17,<0.18",
