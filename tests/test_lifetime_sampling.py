@@ -11,7 +11,7 @@ from pipelines import schemas
 from pipelines.io import sharding, spill
 from pipelines.stages import lifetime
 from pipelines.stages.lifetime.sampling import SampleCut, sample_keys, sampled
-from pipelines.stages.placement.pools import MODEL_COLUMNS, prepare_pool
+from pipelines.stages.placement.pools import MODEL_COLUMNS, pool_inputs, prepare_pool
 from tests.helpers import run_text_config
 from tests.test_lifetime_pipeline import (
     CAP_S,
@@ -149,3 +149,7 @@ def test_a_pools_instance_rows_travel_as_a_spill_file(tmp_path):
     ((_, kept),) = list(prepare_pool(("cell", {"instances": [table], "machines": []}), config,
                                      True))
     assert isinstance(kept.instances, pa.Table) and kept.instance_rows().equals(rows)
+    # Code that replays a run's pools again (`pool_inputs`) keeps every column.
+    (again,) = pool_inputs(table, config)
+    assert again.instances.equals(table.sort_by([("start_time", "ascending"),
+                                                 ("instance_id", "ascending")]))

@@ -3,7 +3,7 @@ instances it cannot replay as dead letters (see the package docstring)."""
 
 import dataclasses
 import zlib
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,7 @@ MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of ev
 # (a million is a month sampled every 2.6 s).
 MAX_SAMPLES = 1_000_000
 # The instance columns a pool keeps for its model lifetime sources: those the models' features
-# read (about half of a row's bytes: the ids, names and end columns stay behind).
+# read (the ids, names and end columns stay behind).
 MODEL_COLUMNS = [name for name in schemas.INSTANCES.names if name in features.SOURCE_COLUMNS]
 
 
@@ -118,10 +118,11 @@ def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> 
 
 
 def prepare_pool(element, config, keep_instances: bool,
-                 spill_to: Optional[spill.SpillTo] = None):
+                 spill_to: Optional[spill.SpillTo] = None,
+                 columns: Sequence[str] = tuple(MODEL_COLUMNS)):
     """(pool, {instances, machines}: tables or Spilled references) → (tag, value) pairs: one
     (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows'
-    MODEL_COLUMNS for model features, spilled as `spill_to` says.
+    `columns` (by default those the models' features read), spilled as `spill_to` says.
 
     The pool's rows stay as they came (memory-mapped when spilled): the order and the checks
     read a few columns, and the kept rows are taken in order once (`spill.spilled_take`),
@@ -166,7 +167,7 @@ def prepare_pool(element, config, keep_instances: bool,
         0, int(start.min()))
     end_us = config.end_time_us if config.HasField("end_time_us") else int(start.max())
     check_samples(pool, start_us, end_us, config)
-    rows = (spill.spilled_take(instances.select(MODEL_COLUMNS), kept, spill_to)
+    rows = (spill.spilled_take(instances.select(list(columns)), kept, spill_to)
             if keep_instances else None)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
                            rows)
@@ -188,13 +189,15 @@ def check_samples(pool: str, start_us: int, end_us: int, config):
 
 def pool_inputs(instances: pa.Table, config,
                 machines: Optional[pa.Table] = None) -> List[PoolInput]:
-    """Every pool's `PoolInput`, instance rows kept: what the stage replays, for code that
-    replays a run's pools again outside the pipeline. Hosts come from the config, else from
-    `machines` (the run's machines table)."""
+    """Every pool's `PoolInput`, instance rows kept whole: what the stage replays, for code
+    that replays a run's pools again outside the pipeline (and may read any column). Hosts
+    come from the config, else from `machines` (the run's machines table)."""
     machines_of = dict(split_by_pool(machines)) if machines is not None else {}
     pools = []
     for pool, rows in split_by_pool(instances):
         element = (pool, {"instances": [rows],
                           "machines": [machines_of[pool]] if pool in machines_of else []})
-        pools += [value for tag, value in prepare_pool(element, config, True) if tag == POOLS]
+        pools += [value for tag, value in prepare_pool(element, config, True,
+                                                       columns=schemas.INSTANCES.names)
+                  if tag == POOLS]
     return pools
