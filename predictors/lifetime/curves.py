@@ -106,23 +106,32 @@ def distinct_rows(chunks: Iterable[np.ndarray], num_rows: int
                   ) -> Tuple[np.ndarray, np.ndarray]:
     """(distinct rows float64 (k, F), in `np.unique`'s order; each row's index among them,
     int64 (num_rows,)) of the rows of float64 (rows, F) `chunks`, in order. Only the distinct
-    rows so far and one chunk are held, so encoded instances need not be kept whole."""
+    rows so far and one chunk are held, so encoded instances need not be kept whole; a
+    chunk's own distinct rows are merged with them (not all its rows), so the sort's
+    transient is the distinct rows' and the chunk's own."""
     row_of = np.empty(num_rows, np.int64)
     distinct, start = None, 0
     for chunk in chunks:
-        both = chunk if distinct is None else np.concatenate([distinct, chunk])
-        rows = np.ascontiguousarray(both).view(
-            np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).reshape(-1)
-        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        first, chunk_row_of = _unique_rows(chunk)
+        both = chunk[first] if distinct is None else np.concatenate([distinct, chunk[first]])
+        first, inverse = _unique_rows(both)
         if distinct is not None:  # the earlier rows' indexes move with the new rows
             row_of[:start] = inverse[:len(distinct)][row_of[:start]]
             inverse = inverse[len(distinct):]
-        row_of[start:start + len(chunk)] = inverse
+        row_of[start:start + len(chunk)] = inverse[chunk_row_of]
         distinct, start = both[first], start + len(chunk)
     if start != num_rows:
         raise ValueError(f"the chunks hold {start} rows, not {num_rows}")
     return distinct, row_of
+
+
+def _unique_rows(matrix: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(index of the first of each distinct row of (n, F) `matrix`, in `np.unique`'s order of
+    the rows' bytes; each row's index among them, int64 (n,))."""
+    rows = np.ascontiguousarray(matrix).view(
+        np.dtype((np.void, matrix.dtype.itemsize * matrix.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 class StepCurves:
