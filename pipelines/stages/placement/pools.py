@@ -38,14 +38,15 @@ MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of ev
 MAX_SAMPLES = 1_000_000
 # The instance columns a pool keeps for its model lifetime sources: those the models' features
 # read (the ids, names and end columns stay behind).
-MODEL_COLUMNS = [name for name in schemas.INSTANCES.names if name in features.SOURCE_COLUMNS]
+MODEL_COLUMNS = tuple(name for name in schemas.INSTANCES.names
+                      if name in features.SOURCE_COLUMNS)
 
 
 @dataclasses.dataclass
 class PoolInput:
     """A pool ready to replay (the replays' side input): its trace, hosts, window and, for
-    model lifetime sources only, the instance rows in trace order, their MODEL_COLUMNS (a
-    table, or a Spilled reference to one in a run: `instance_rows` reads either)."""
+    model lifetime sources only, the instance rows in trace order (in a run, their
+    MODEL_COLUMNS; a table, or a Spilled reference to one: `instance_rows` reads either)."""
     pool: str
     trace: PlacementTrace
     spec: PoolSpec
@@ -119,7 +120,7 @@ def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> 
 
 def prepare_pool(element, config, keep_instances: bool,
                  spill_to: Optional[spill.SpillTo] = None,
-                 columns: Sequence[str] = tuple(MODEL_COLUMNS)):
+                 columns: Sequence[str] = MODEL_COLUMNS):
     """(pool, {instances, machines}: tables or Spilled references) → (tag, value) pairs: one
     (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows'
     `columns` (by default those the models' features read), spilled as `spill_to` says.
