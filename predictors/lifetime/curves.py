@@ -113,13 +113,16 @@ def distinct_rows(chunks: Iterable[np.ndarray], num_rows: int
     distinct, start = None, 0
     for chunk in chunks:
         first, chunk_row_of = _unique_rows(chunk)
-        both = chunk[first] if distinct is None else np.concatenate([distinct, chunk[first]])
-        first, inverse = _unique_rows(both)
-        if distinct is not None:  # the earlier rows' indexes move with the new rows
+        if distinct is None:  # the first chunk's distinct rows, already in order
+            distinct, inverse = chunk[first], np.arange(len(first))
+        else:
+            both = np.concatenate([distinct, chunk[first]])
+            first, inverse = _unique_rows(both)
+            # the earlier rows' indexes move with the new rows
             row_of[:start] = inverse[:len(distinct)][row_of[:start]]
-            inverse = inverse[len(distinct):]
+            distinct, inverse = both[first], inverse[len(distinct):]
         row_of[start:start + len(chunk)] = inverse[chunk_row_of]
-        distinct, start = both[first], start + len(chunk)
+        start += len(chunk)
     if start != num_rows:
         raise ValueError(f"the chunks hold {start} rows, not {num_rows}")
     return distinct, row_of
