@@ -11,14 +11,19 @@ not hold at trace scale (docs/runners.md):
 - only the transform visited last is computed: a leaf visited earlier would not run.
 
 This runner keeps Beam's options, result and translation of Create, and changes those: a
-side input is one reduction in the graph, read by key by each task of the ParDo; a Flatten or
-a grouping has at most --dask_npartitions partitions (adjacent partitions concatenated, no
-shuffle); every leaf is computed, and each step once. `pipelines.run.local_runner` runs
-Beam's DaskRunner (--runner=apache_beam.runners.dask.dask_runner.DaskRunner) as this one.
+side input is one reduction in the graph, read by key by each task of the ParDo; a Flatten
+has at most --dask_npartitions partitions (adjacent partitions concatenated), and a grouping
+splits each input partition into one piece per output partition, at most --dask_npartitions,
+its pieces scheduled first; every leaf is computed, and each step once. A ParDo's tasks are
+named after its step and depend on nothing but their inputs, so Dask fuses a chain of steps
+into one task per partition. `pipelines.run.local_runner` runs Beam's DaskRunner
+(--runner=apache_beam.runners.dask.dask_runner.DaskRunner) as this one.
 """
 
+import dataclasses
 import itertools
-from typing import NamedTuple
+import operator
+import re
 
 import apache_beam as beam
 import dask
@@ -35,18 +40,58 @@ from dask.highlevelgraph import HighLevelGraph
 
 from pipelines.io.failures import RunFailed
 
+_SPLIT, _PIECE = "groupbykey-split", "groupbykey-piece"
+
 
 def _chained(lists) -> list:
     return list(itertools.chain.from_iterable(lists))
 
 
-def _group_key(element):
-    return element[0]
+def _split_by_key(items, npieces: int) -> list:
+    """`npieces` dicts {key: [values]} of a partition's (key, value) pairs, a key's piece
+    from its token (the same in every process: Python's hash of a str is not)."""
+    pieces = [{} for _ in range(npieces)]
+    for key, value in items:
+        piece = pieces[int(tokenize(key), 16) % npieces]
+        piece.setdefault(key, []).append(transform_evaluator.defenestrate(value))
+    return pieces
 
 
-def _grouped_values(group):
-    key, elements = group
-    return key, [transform_evaluator.defenestrate(element[1]) for element in elements]
+def _merged_groups(pieces) -> list:
+    """(key, values) per key of the pieces, values in the pieces' order."""
+    groups = {}
+    for piece in pieces:
+        for key, values in piece.items():
+            groups.setdefault(key, []).extend(values)
+    return list(groups.items())
+
+
+def _grouped(bag: db.Bag, npartitions: int) -> db.Bag:
+    """The (key, [values]) groups of a bag of (key, value) pairs, in `npartitions`
+    partitions: each input partition is split into a piece per output partition
+    (SPLIT, then a PIECE getitem of it), and each output partition merges its pieces."""
+    token = tokenize(bag.name, npartitions)
+    split, piece, name = (f"{_SPLIT}-{token}", f"{_PIECE}-{token}", f"groupbykey-{token}")
+    graph = {}
+    for i in range(bag.npartitions):
+        graph[(split, i)] = (_split_by_key, (bag.name, i), npartitions)
+        for j in range(npartitions):
+            graph[(piece, i, j)] = (operator.getitem, (split, i), j)
+    for j in range(npartitions):
+        graph[(name, j)] = (_merged_groups, [(piece, i, j) for i in range(bag.npartitions)])
+    return db.Bag(HighLevelGraph.from_collections(name, graph, dependencies=[bag]), name,
+                  npartitions)
+
+
+def _pieces_first(key) -> int:
+    """The scheduling priority of a task (distributed's `priority` annotation): a grouping's
+    splits and pieces before anything else. A piece is a getitem, and a split's key, once
+    Dask fuses the split into the steps before it, an alias of the fused task: both take no
+    time, but at their default priority a worker runs them only after the long tasks it
+    has ready, and every output partition of the grouping waits for them (on 2 workers,
+    the ingest + overcommit of the 1/8 cell-day spent ~10 s of its ~50 s that way)."""
+    name = key[0] if isinstance(key, tuple) else key
+    return int(name.startswith((_SPLIT + "-", _PIECE + "-")))
 
 
 def _bounded(bag: db.Bag, npartitions) -> db.Bag:
@@ -56,10 +101,13 @@ def _bounded(bag: db.Bag, npartitions) -> db.Bag:
     return bag
 
 
-class _Bundle(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class _Bundle:
     """What a partition's task needs to run a ParDo's DoFn (pickled: each bundle unpickles
     its own, as a DoFn is used by one thread at a time); `views` holds a (view class,
-    options, window mapping) per side input, in the DoFn's order."""
+    options, window mapping) per side input, in the DoFn's order. A literal of each task, not
+    a task of its own: a ParDo without side inputs then depends on its input alone, and Dask
+    fuses a chain of them into one task per partition (a few kB a DoFn)."""
 
     pickled_fn: bytes
     label: str
@@ -109,25 +157,31 @@ class _ParDo(transform_evaluator.DaskBagOp):
                          getattr(getattr(main_input, "windowing", None), "windowfn", None),
                          tuple(args), kwargs, tuple(view for view, _ in side_inputs))
         values = [bag.reduction(list, _chained) for _, bag in side_inputs]
-        return _partitionwise(_run_bundle, input_bag, dask.delayed(bundle), *values)
+        return _partitionwise(self.applied.full_label, _run_bundle, input_bag, bundle, *values)
 
 
-def _partitionwise(function, bag: db.Bag, *arguments) -> db.Bag:
-    """The bag of `function(partition, *arguments)` for each partition of `bag`, each
-    argument a single-key collection read by its key. Dask's `map_partitions` would pass such
-    an argument as a renamed copy of its graph: its whole upstream computed again (on the
-    half cell-day, the side inputs' copies read the trace files up to twice more)."""
-    name = f"{function.__name__.strip('_')}-{tokenize(bag.name, *arguments)}"
+def _partitionwise(label: str, function, bag: db.Bag, literal, *arguments) -> db.Bag:
+    """The bag of `function(partition, literal, *arguments)` for each partition of `bag`,
+    each argument a single-key collection read by its key. Dask's `map_partitions` would pass
+    such an argument as a renamed copy of its graph: its whole upstream computed again (on the
+    half cell-day, the side inputs' copies read the trace files up to twice more).
+
+    The tasks are named after `label` (a Beam step's full label): Dask estimates a task's
+    duration from those of its name's earlier tasks, and places and steals tasks by these
+    estimates, so one name for every step's tasks would mix seconds-long steps with
+    millisecond ones (and the dashboard shows the steps by name)."""
+    name = f"{re.sub(r'[^0-9A-Za-z]+', '_', label)}-{tokenize(bag.name, literal, *arguments)}"
     keys = [argument.key for argument in arguments]
-    graph = {(name, i): (function, (bag.name, i), *keys) for i in range(bag.npartitions)}
+    graph = {(name, i): (function, (bag.name, i), literal, *keys)
+             for i in range(bag.npartitions)}
     return db.Bag(HighLevelGraph.from_collections(name, graph, dependencies=[bag, *arguments]),
                   name, bag.npartitions)
 
 
 class _GroupByKey(transform_evaluator.DaskBagOp):
     def apply(self, input_bag, side_inputs=None):
-        bounded = _bounded(input_bag, self.bag_kwargs.get("npartitions"))
-        return bounded.groupby(_group_key).map(_grouped_values)
+        npartitions = self.bag_kwargs.get("npartitions") or input_bag.npartitions
+        return _grouped(input_bag, min(npartitions, input_bag.npartitions))
 
 
 class _Flatten(transform_evaluator.DaskBagOp):
@@ -192,4 +246,6 @@ class DaskRunner(dask_runner.DaskRunner):
         # are optimized separately, and each gets its own copy of the steps they share.)
         counts = dask.delayed(list)([leaf.count() for leaf in self.leaf_bags(pipeline,
                                                                              bag_kwargs)])
-        return dask_runner.DaskRunnerResult(client, [client.compute(counts)])
+        with dask.annotate(priority=_pieces_first):
+            future = client.compute(counts)
+        return dask_runner.DaskRunnerResult(client, [future])

@@ -5,9 +5,14 @@ element comes out once whatever the partitioning."""
 import collections
 import json
 import os
+import random
+import subprocess
+import sys
 import uuid
 
 import apache_beam as beam
+import dask
+import dask.bag as db
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -126,6 +131,60 @@ def test_every_leaf_runs_and_each_element_once(cluster, tmp_path):
     assert collections.Counter(_recorded(first)) == collections.Counter(range(200))
     assert collections.Counter(_recorded(second)) == collections.Counter(
         i * i for i in range(200))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_grouping_groups_as_a_dict_of_lists_would(seed):
+    rng = random.Random(seed)
+    partitions = [[(rng.choice(["a", "b", ("c", 1), 7, 8, None]), rng.random())
+                   for _ in range(rng.randrange(0, 30))]
+                  for _ in range(rng.randrange(1, 7))]
+    npartitions = rng.randrange(1, 9)
+    bag = db.from_delayed([dask.delayed(list)(part) for part in partitions])
+    grouped = dask_runner._grouped(bag, npartitions)
+    with dask.config.set(scheduler="sync"):
+        computed = grouped.compute()
+    expected = collections.defaultdict(list)
+    for key, value in (pair for part in partitions for pair in part):
+        expected[key].append(value)
+    # One group per key, its values in the input's order.
+    assert grouped.npartitions == npartitions
+    assert len(computed) == len(expected)
+    assert dict(computed) == dict(expected)
+
+
+def test_a_key_goes_to_the_same_piece_in_every_process():
+    # Python's hash of a str changes with each process (PYTHONHASHSEED); a grouping's
+    # pieces must not.
+    code = ("from pipelines import dask_runner; print([piece for piece, groups in enumerate("
+            "dask_runner._split_by_key([('cell_a', 1), (('usage', 3), 2), (7, 3)], 5)) "
+            "if groups])")
+    printed = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+               for seed in ("1", "2")}
+    assert printed == {"[0, 2, 3]\n"}
+
+
+def test_a_step_without_side_inputs_depends_on_its_input_alone(cluster):
+    pipeline = beam.Pipeline(runner=dask_runner.DaskRunner(), options=_options(cluster, 2))
+    _ = (pipeline | beam.Create([1, 2, 3]) | "Double" >> beam.Map(lambda i: 2 * i)
+         | "Square" >> beam.Map(lambda i: i * i))
+    (leaf,) = dask_runner.DaskRunner.leaf_bags(pipeline, {"npartitions": 2})
+    layers = leaf.__dask_graph__().dependencies
+    # Dask fuses such a chain into one task per partition; a dependency of its own (the
+    # DoFn, say) would keep each step a task of its own.
+    assert leaf.name.startswith("Square-")
+    (upstream,) = layers[leaf.name]
+    assert upstream.startswith("Double-") and len(layers[upstream]) == 1
+
+
+def test_a_groupings_splits_and_pieces_run_first():
+    assert dask_runner._pieces_first(("groupbykey-piece-0a1b", 3, 1)) == 1
+    assert dask_runner._pieces_first(("groupbykey-split-0a1b", 3)) == 1
+    # Steps fused with a split (named after all of their parts) and a grouping's merge.
+    assert dask_runner._pieces_first(("Read-groupbykey-split-0a1b", 3)) == 0
+    assert dask_runner._pieces_first(("groupbykey-0a1b", 3)) == 0
+    assert dask_runner._pieces_first("finalize-0a1b") == 0
 
 
 def test_beams_dask_runner_runs_as_fleetcasts():
