@@ -1,6 +1,7 @@
 """fleetcast's DaskRunner (pipelines/dask_runner.py) on a local in-process Dask cluster: a side
-input's upstream runs once, groupings stay within --dask_npartitions, every leaf runs, and each
-element comes out once whatever the partitioning."""
+input's upstream runs once, groupings stay within --dask_npartitions and group as a dict would,
+their pieces first, steps fuse, every leaf runs, and each element comes out once whatever the
+partitioning."""
 
 import collections
 import json
@@ -17,6 +18,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 distributed = pytest.importorskip("distributed")
+from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
 
 from pipelines import cli, dask_runner, run  # noqa: E402
 from tests.helpers import run_cli  # noqa: E402
@@ -178,13 +180,33 @@ def test_a_step_without_side_inputs_depends_on_its_input_alone(cluster):
     assert upstream.startswith("Double-") and len(layers[upstream]) == 1
 
 
-def test_a_groupings_splits_and_pieces_run_first():
+class _Priorities(SchedulerPlugin):
+    """Each task's user priority (the first of its priorities, negated) as it starts."""
+
+    def __init__(self, scheduler):
+        self._scheduler, self.seen = scheduler, {}
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "processing":
+            self.seen[key] = -self._scheduler.tasks[key].priority[0]
+
+
+def test_a_groupings_splits_and_pieces_run_first(cluster, tmp_path):
     assert dask_runner._pieces_first(("groupbykey-piece-0a1b", 3, 1)) == 1
     assert dask_runner._pieces_first(("groupbykey-split-0a1b", 3)) == 1
     # Steps fused with a split (named after all of their parts) and a grouping's merge.
     assert dask_runner._pieces_first(("Read-groupbykey-split-0a1b", 3)) == 0
     assert dask_runner._pieces_first(("groupbykey-0a1b", 3)) == 0
     assert dask_runner._pieces_first("finalize-0a1b") == 0
+    priorities = _Priorities(cluster.scheduler)
+    cluster.scheduler.add_plugin(priorities, name="priorities")
+    try:
+        _run(_grouping_pipeline(cluster, str(tmp_path)))
+    finally:
+        cluster.scheduler.remove_plugin(name="priorities")
+    first = {key for key, priority in priorities.seen.items() if priority == 1}
+    assert first and all(dask_runner._pieces_first(key) for key in first)
+    assert len(first) < len(priorities.seen)
 
 
 def test_beams_dask_runner_runs_as_fleetcasts():
