@@ -88,8 +88,7 @@ def _pieces_first(key) -> int:
     splits and pieces before anything else. A piece is a getitem, and a split's key, once
     Dask fuses the split into the steps before it, an alias of the fused task: both take no
     time, but at their default priority a worker runs them only after the long tasks it
-    has ready, and every output partition of the grouping waits for them (on 2 workers,
-    the ingest + overcommit of the 1/8 cell-day spent ~10 s of its ~50 s that way)."""
+    has ready, and every output partition of the grouping waits for them."""
     name = key[0] if isinstance(key, tuple) else key
     return int(name.startswith((_SPLIT + "-", _PIECE + "-")))
 
