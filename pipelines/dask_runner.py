@@ -235,6 +235,9 @@ class DaskRunner(dask_runner.DaskRunner):
         dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(
             drop_default=True, current_only=True)
         bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
+        if bag_kwargs.get("npartitions", 1) < 1:  # 0 is Beam's "not given", dropped above
+            raise RunFailed(f"--dask_npartitions={bag_kwargs['npartitions']}: give at least 1 "
+                            "(the partitions a Flatten or a grouping keeps at most)")
         try:
             client = dask.distributed.Client(**dask_options)
         except OSError as e:  # no scheduler there: the option is wrong, not fleetcast

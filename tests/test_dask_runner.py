@@ -226,3 +226,18 @@ def test_an_unreachable_scheduler_fails_the_run_in_one_line(tmp_path, capsys):
     assert err[-1].startswith("fleetcast: run failed: --dask_client_address=tcp://127.0.0.1:1: "
                               "cannot reach a Dask scheduler: ")
     assert not (tmp_path / "out" / "usage").exists()
+
+
+@pytest.mark.parametrize("npartitions", ["-1", "-8"])
+def test_a_negative_partition_count_fails_the_run_in_one_line(tmp_path, capsys, npartitions):
+    config = tmp_path / "demo.textproto"
+    config.write_text('name: "demo"\nsynthetic { machines: 2 days: 1 seed: 1 }\n')
+    # Checked before the scheduler is reached (there is none at this address).
+    assert run_cli(config, tmp_path / "out",
+                   "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+                   "--dask_client_address=tcp://127.0.0.1:1", "--dask_connection_timeout=1",
+                   f"--dask_npartitions={npartitions}") == cli.EXIT_RUN_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"fleetcast: run failed: --dask_npartitions={npartitions}: give at "
+                       "least 1 (the partitions a Flatten or a grouping keeps at most)")
+    assert not (tmp_path / "out" / "usage").exists()
