@@ -15,6 +15,7 @@ from google.protobuf import text_format
 
 from configs import fleetcast_pb2
 from configs.checks import Checker, ConfigError, ConfigProblem
+from pipelines import history
 from pipelines.sources.registry import SOURCES
 from pipelines.stages.registry import configured as configured_stages
 
@@ -106,7 +107,7 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
     """
     check = Checker(check_inputs, _matches)
     which = config.WhichOneof("source")
-    source = SOURCES[which] if which else None
+    source = SOURCES[which].configured(getattr(config, which)) if which else None
     for table in CANONICAL_TABLES:
         if config.HasField(table):
             check.load_or_write(getattr(config, table), table)
@@ -115,6 +116,8 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
         check.fail("source", f"no source ({', '.join(SOURCES)}) and no loaded canonical table")
     if source is not None:
         source.validate(check, getattr(config, which), which)
+    if config.HasField("customer_history"):
+        history.validate_config(check, config.customer_history)
     for _, stage in configured_stages(config):
         stage.validate(check, config, source)
     _validate_name(check, config.name)

@@ -1,6 +1,7 @@
 """Building and running a fleetcast pipeline from a RunConfig.
 
     tables = pipeline | ReadCanonicalTables(config, work_dir)   # machines, instances, usage
+    tables["instances"] |= AddHistory(...)                       # with customer_history
     outputs = {**tables, **stage outputs ...}                    # overcommit, lifetime, ...
     outputs | WriteTables(...)                                   # Parquet or BigQuery
 
@@ -23,6 +24,7 @@ from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from google.protobuf import text_format
 
 from pipelines import progress, schemas, worker_guard
+from pipelines.history import AddHistory
 from pipelines.io import bigquery, coders, publish, sinks
 from pipelines.io.dead_letters import SummarizeCounts, all_rejected
 from pipelines.io.failures import RunFailed
@@ -157,6 +159,9 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
     """
     coders.register()
     outputs = dict(pipeline | "Canonical" >> ReadCanonicalTables(config, work_dir))
+    if config.HasField("customer_history"):
+        outputs["instances"] = outputs["instances"] | "CustomerHistory" >> AddHistory(
+            config.customer_history)
     loaded = loaded_tables(config)
     for name in schemas.CANONICAL:
         load_or_write = getattr(config, name)

@@ -18,6 +18,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
+from predictors.lifetime.history import HISTORY_KEYS, HISTORY_STATISTICS, history_column
+
 # The metadata key of a column's or a table's description (Arrow field / schema metadata).
 DESCRIPTION = b"description"
 
@@ -44,6 +46,38 @@ CPU_DISTRIBUTION_PERCENTILES = tuple(range(0, 101, 10))
 TAIL_CPU_DISTRIBUTION_PERCENTILES = tuple(range(91, 100))
 
 _TIME = "µs from the trace start"
+# Customer-history columns of the instances table (pipelines/history.py, [Barbalho23]
+# §3.2.2): for each key, what the instance saw of its key's earlier instances when it arrived.
+_HISTORY_KEY_DESCRIPTIONS = {"customer": "the customer (user, or the Azure subscription)",
+                             "logical_name": "the logical name (collection_logical_name)"}
+_HISTORY_DESCRIPTIONS = {
+    "prior_instances": "earlier arrivals of {key} within the look-back",
+    "prior_long": "earlier instances of {key} known at arrival to live beyond "
+                  "customer_history.long_lived_threshold_s (crossed it within the look-back)",
+    "prior_ended": "earlier instances of {key} that ended within the look-back (the "
+                   "lifetimes of the statistics below)",
+    "lifetime_p50_s": "median lifetime of those ended instances of {key}, s (nearest rank)",
+    "lifetime_p75_s": "75th percentile lifetime of those ended instances of {key}, s",
+    "lifetime_p90_s": "90th percentile lifetime of those ended instances of {key}, s",
+    "log10_lifetime_mean": "mean of log10(lifetime in s) of those ended instances of {key}",
+    "log10_lifetime_std": "standard deviation (population) of log10(lifetime in s) of those "
+                          "ended instances of {key}",
+}
+# Metadata of a column a run derives from the others: a loaded table written before the
+# column existed reads it as null.
+DERIVED = b"derived"
+
+
+def history_columns():
+    """The float64 history columns of the instances table: null where the run computed no
+    history or the instance has no such key; counts 0 and statistics NaN for a key's first
+    instance."""
+    return [pa.field(history_column(key, statistic), pa.float64(), metadata={
+        DESCRIPTION: _HISTORY_DESCRIPTIONS[statistic].format(key=_HISTORY_KEY_DESCRIPTIONS[key])
+        + " (customer_history; null without it)", DERIVED: b"1"})
+        for key in HISTORY_KEYS for statistic in HISTORY_STATISTICS]
+
+
 _MACHINE_ID = column("machine_id", pa.int64(), "the machine's id in the trace")
 _POOL = column("pool", pa.string(),
                "the placement pool (cluster / cell) the machine or instance belongs to")
@@ -96,6 +130,7 @@ INSTANCES = table("one row per run of a task or VM", [
     column("vm_category", pa.string(),
            "Azure VM category: Delay-insensitive, Interactive or Unknown"),
     column("deployment_size", pa.int64(), "VMs in the Azure deployment (null for Google v3)"),
+    *history_columns(),
 ])
 
 USAGE = table("one row per instance and 5-minute usage window, with the request in force at "
@@ -160,6 +195,8 @@ LIFETIME_EXAMPLES = table("one row per uptime-augmented training or test example
 ])
 
 _SPLIT_TIME = column("split_time_us", pa.int64(), f"the train/test split time, {_TIME}")
+_VARIANT = column("variant", pa.string(), "the feature variant the model was trained with "
+                  "(lifetime_model.variant; \"default\" without variants)", nullable=False)
 LIFETIME_SPLIT = table(
     "one row per group of valid instances: \"train\" (training-period instances that started "
     "at least lifetime_cap_s before the split: the regressors' examples), \"train_recent\" "
@@ -202,6 +239,7 @@ LIFETIME_MODELS = table("one row per trained lifetime model", [
     column("format_version", pa.int64(), "version of the model's file format",
            nullable=False),
     _AUGMENTATION,
+    _VARIANT,
 ])
 
 _TARGET_RECALL = column(
@@ -237,12 +275,12 @@ _CLASSIFICATION_FIELDS = [
 LIFETIME_LONG_LIVED = table(
     "one row per remaining-lifetime model and uptime_long_lived: \"lives beyond "
     "long_lived_threshold_s\" from the prediction at arrival ([Ling25ext] §3, Table 4)",
-    _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _AUGMENTATION])
+    _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _AUGMENTATION, _VARIANT])
 
 LIFETIME_LA_CLASSIFIER = table("one row per classifier asked at arrival: LA's 2-hour one "
                                "([Barbalho23] Tables 1 and 3) and LAVA's class classifiers "
                                "(threshold_s 1 h, 10 h, 100 h)",
-                               _CLASSIFICATION_FIELDS + [_TARGET_RECALL])
+                               _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _VARIANT])
 
 _CLASSIFICATION = {f.name: f for f in _CLASSIFICATION_FIELDS}
 LIFETIME_F1_BY_AGE = table(
@@ -264,6 +302,7 @@ LIFETIME_F1_BY_AGE = table(
                "lifetime of the instances alive at uptime_s, s; NaN when none is"),
         column("median_predicted_remaining_s", pa.float64(), "median predicted remaining "
                "lifetime of the instances alive at uptime_s, s; NaN when none is"),
+        _VARIANT,
     ])
 
 LIFETIME_F1_BY_UPTIME = table(
@@ -286,6 +325,7 @@ LIFETIME_F1_BY_UPTIME = table(
         column("leaks_lifetime", pa.bool_(), "always true: the uptime is a fraction of the "
                "true lifetime"),
         _AUGMENTATION,
+        _VARIANT,
     ])
 
 LIFETIME_ERROR_HISTOGRAM = table(
@@ -305,6 +345,7 @@ LIFETIME_ERROR_HISTOGRAM = table(
         column("with_repredictions_fraction", pa.float64(), "their share of all those "
                "predictions, 0-1", nullable=False),
         _AUGMENTATION,
+        _VARIANT,
     ])
 
 LIFETIME_CONCORDANCE = table(
@@ -313,6 +354,38 @@ LIFETIME_CONCORDANCE = table(
         column("model", pa.string(), "the lifetime model", nullable=False),
         column("n", pa.int64(), "test instances", nullable=False),
         column("c_index", pa.float64(), "Harrell's C-index, 0-1 (0.5 = chance)"),
+        _VARIANT,
+    ])
+
+LIFETIME_BY_PERIOD = table(
+    "one row per (variant, model, period after the split): the model asked at arrival of "
+    "the test instances that arrived in that period, scored with labels from the rest of "
+    "the trace: the age of the model ([Barbalho23] Fig. 14)", [
+        _CLASSIFICATION["model"], _VARIANT,
+        column("period", pa.int64(), "whole periods of lifetime_model.evaluation_period_s "
+               "from the split time to the arrival (0: the first)", nullable=False),
+        column("period_start_us", pa.int64(), f"the period's start, {_TIME}", nullable=False),
+        column("instances", pa.int64(), "test instances that arrived in the period",
+               nullable=False),
+        *(_CLASSIFICATION[name] for name in (
+            "n", "n_positive", "threshold_s", "decision_threshold", "precision", "recall",
+            "f1", "auc", "average_precision", "precision_at_recall_70")),
+        column("c_index", pa.float64(), "Harrell's C-index of the score at arrival over the "
+               "period's instances, durations censored at the trace end and at "
+               "lifetime_cap_s, 0-1"),
+    ])
+
+LIFETIME_FEATURE_IMPORTANCE = table(
+    "one row per (variant, boosted model, feature): LightGBM's importance of each input the "
+    "model reads (the uptime included)", [
+        _CLASSIFICATION["model"], _VARIANT,
+        column("feature", pa.string(), "the feature (lifetime_models.features, or uptime_s)",
+               nullable=False),
+        column("gain", pa.float64(), "total gain of the splits on the feature",
+               nullable=False),
+        column("gain_fraction", pa.float64(), "its share of the model's total gain, 0-1",
+               nullable=False),
+        column("splits", pa.int64(), "splits on the feature", nullable=False),
     ])
 
 LIFETIME_TABLES = {
@@ -325,6 +398,8 @@ LIFETIME_TABLES = {
     "lifetime_f1_by_uptime": LIFETIME_F1_BY_UPTIME,
     "lifetime_error_histogram": LIFETIME_ERROR_HISTOGRAM,
     "lifetime_concordance": LIFETIME_CONCORDANCE,
+    "lifetime_by_period": LIFETIME_BY_PERIOD,
+    "lifetime_feature_importance": LIFETIME_FEATURE_IMPORTANCE,
 }
 
 # Overcommit stage (pipelines/stages/overcommit/; [Bashir21] §3-5). `predictor` is a fortune

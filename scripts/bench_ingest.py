@@ -2,6 +2,7 @@
 
     python scripts/bench_ingest.py [--machines 200 --days 7] [--quick] [--no_dask]
                                     [--no_multi_processing] [--formats json,csv,parquet]
+    python scripts/bench_ingest.py --google_2011 ../shared/data/google_2011 [--machines ...]
 
 Per input format, a synthetic Google v3 trace (generated untimed) goes through a whole run
 (source → canonical tables → Parquet, DirectRunner in memory) with the columnar readers and
@@ -12,6 +13,14 @@ RSS growth per usage window (KB); then the columnar run with 2 worker processes
 `ingest: json_gz_rows_per_s=N parquet_rows_per_s=N ratio_vs_per_row=R kb_per_window=K
 dask_speedup=S` (JSON.gz, columnar; dask_speedup: on Beam's DaskRunner, 1 worker process vs
 2 with --dask_npartitions=DASK_PARTITIONS, or nan with --no_dask).
+
+With `--google_2011 DIR` (the trace's job_events/ and task_events/ parts, headerless CSV.gz),
+it runs the google_2011 source (unit TASKS, columnar and per-row) on DIR and the google_v3
+source on the synthetic trace as CSV.gz (columnar) in the same invocation, each a whole run
+as above, and prints rows/s of both: every source row read per wall second, and v3's usage
+windows per second. The last line reads `ingest_2011: google_2011_rows_per_s=N
+google_v3_csv_gz_rows_per_s=N google_v3_csv_gz_windows_per_s=N ratio_vs_v3=R
+ratio_vs_per_row=R`.
 """
 
 import argparse
@@ -32,27 +41,39 @@ import pyarrow.parquet as pq  # noqa: E402
 import synthetic  # noqa: E402
 
 TABLES = ("instance_events", "instance_usage", "machine_events", "collection_events")
+GOOGLE_2011_TABLES = ("job_events", "task_events")
 # Dask bags of created collections (the matched files) are split into this many partitions,
 # the units the DaskRunner runs in parallel: one per worker of the larger cluster (more cost
 # more than they balance: 3,818 Dask tasks with 4 partitions, 1,358 with 2, at 50 machines).
 DASK_PARTITIONS = 2
 
 
-def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
-            dask_workers: int, multi_processing: bool = False) -> dict:
-    """Runs the source-only config on `trace_dir` (files of format `fmt`) on the DirectRunner
-    in memory (or with 2 worker processes if `multi_processing`), or on the DaskRunner over a
-    LocalCluster of `dask_workers` processes (1 thread each) if > 0; {seconds, windows,
-    kb_per_window} (the RSS is this process's only)."""
-    from pipelines import config as run_config
-    from pipelines import run as run_pipeline
-    from pipelines.sources import google_v3
-
-    google_v3.ReadGoogleV3 = functools.partial(google_v3.ReadGoogleV3,
-                                               columnar_readers=columnar_readers)
+def _config_text(trace_dir: str, fmt: str) -> str:
+    """The source-only config of a trace: the synthetic v3 trace in format `fmt`, or the
+    Google 2011 parts in `trace_dir` if `fmt` is "google_2011"."""
+    if fmt == "google_2011":
+        tables = " ".join(f'{t}: "{trace_dir}/{t}/part-*.csv.gz"' for t in GOOGLE_2011_TABLES)
+        return f"google_2011 {{ unit: TASKS {tables} }}"
     tables = "\n".join(f'  {t} {{ path: "{trace_dir}/{t}/*" format: {fmt.upper()} }}'
                        for t in TABLES)
-    config = run_config.parse_config(f"google_v3 {{\n{tables}\n}}")
+    return f"google_v3 {{\n{tables}\n}}"
+
+
+def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
+            dask_workers: int, multi_processing: bool = False) -> dict:
+    """Runs the source-only config on `trace_dir` (files of format `fmt`, or the Google 2011
+    parts) on the DirectRunner in memory (or with 2 worker processes if `multi_processing`),
+    or on the DaskRunner over a LocalCluster of `dask_workers` processes (1 thread each) if
+    > 0; {seconds, windows, rows (every source row read), kb_per_window} (the RSS is this
+    process's only)."""
+    from pipelines import config as run_config
+    from pipelines import run as run_pipeline
+    from pipelines.sources import google_2011, google_v3
+
+    for module, name in ((google_v3, "ReadGoogleV3"), (google_2011, "ReadGoogle2011")):
+        setattr(module, name, functools.partial(getattr(module, name),
+                                                columnar_readers=columnar_readers))
+    config = run_config.parse_config(_config_text(trace_dir, fmt))
     with contextlib.ExitStack() as stack:
         args = (["--runner=DirectRunner", "--direct_running_mode=multi_processing",
                  "--direct_num_workers=2"] if multi_processing else
@@ -72,10 +93,11 @@ def one_run(trace_dir: str, fmt: str, out_dir: str, columnar_readers: bool,
         run_pipeline.run(config, out_dir, args, counters=counters)
         seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KB
-    windows = _usage_windows(out_dir) if dask_workers or multi_processing else int(
-        counters["google_v3.instance_usage.rows_read"])
-    return {"seconds": seconds, "windows": windows,
-            "kb_per_window": max(peak - before, 0) / 1024 / windows}
+    windows = _rows_read(out_dir, ("instance_usage", "task_usage")) if fmt == "google_2011" \
+        or dask_workers or multi_processing else int(
+            counters["google_v3.instance_usage.rows_read"])
+    return {"seconds": seconds, "windows": windows, "rows": _rows_read(out_dir),
+            "kb_per_window": max(peak - before, 0) / 1024 / max(windows, 1)}
 
 
 def _rss_bytes() -> int:
@@ -84,10 +106,12 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _usage_windows(out_dir: str) -> int:
-    """Usage rows read, from the run's source_counts table (runners without counters)."""
+def _rows_read(out_dir: str, tables=None) -> int:
+    """Rows read of the source `tables` (all but the usage join's, if None), from the run's
+    source_counts table (runners without counters)."""
     counts = pq.read_table(os.path.join(out_dir, "source_counts")).to_pylist()
-    return sum(r["read"] for r in counts if r["table"] == "instance_usage")
+    return sum(r["read"] for r in counts
+               if (r["table"] in tables if tables else r["table"] != "usage_join"))
 
 
 def child(trace_dir: str, fmt: str, columnar_readers: bool, dask_workers: int = 0,
@@ -111,6 +135,8 @@ def main(argv=None):
                         help="skip the DaskRunner 1-vs-2-worker runs (dask_speedup=nan)")
     parser.add_argument("--no_multi_processing", action="store_true",
                         help="skip the DirectRunner multi_processing (2 workers) run")
+    parser.add_argument("--google_2011", metavar="DIR",
+                        help="the Google 2011 source on DIR's parts vs google_v3 on CSV.gz")
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -120,6 +146,9 @@ def main(argv=None):
         return
     if args.quick:
         args.machines, args.days = 20, 2.0
+    if args.google_2011:
+        compare_google_2011(os.path.abspath(args.google_2011), args.machines, args.days)
+        return
 
     results, dask_speedup = {}, float("nan")
     with tempfile.TemporaryDirectory(prefix="fleetcast-bench-ingest-") as tmp:
@@ -157,8 +186,29 @@ def main(argv=None):
 NAMES = {"json": "JSON.gz", "csv": "CSV.gz", "parquet": "Parquet"}
 
 
-def _rate(result: dict) -> float:
-    return result["windows"] / result["seconds"]
+def compare_google_2011(data_dir: str, machines: int, days: float):
+    """The google_2011 source on `data_dir` (columnar, then per-row) and google_v3 on the
+    synthetic trace as CSV.gz (columnar), one after the other; prints their rates."""
+    fast, slow = child(data_dir, "google_2011", True), child(data_dir, "google_2011", False)
+    print(f"google_2011, {data_dir} ({', '.join(GOOGLE_2011_TABLES)}), {fast['rows']:,} rows: "
+          f"columnar {_rate(fast, 'rows'):,.0f} rows/s ({fast['seconds']:.1f} s), per-row "
+          f"{_rate(slow, 'rows'):,.0f} rows/s ({slow['seconds']:.1f} s), ratio "
+          f"{slow['seconds'] / fast['seconds']:.2f}x", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fleetcast-bench-ingest-") as tmp:
+        synthetic.generate(tmp, machines=machines, days=days, seed=0, file_format="csv")
+        v3 = child(tmp, "csv", True)
+    print(f"google_v3, CSV.gz, {machines} machines × {days:g} days, {v3['rows']:,} rows "
+          f"({v3['windows']:,} usage windows): columnar {_rate(v3, 'rows'):,.0f} rows/s, "
+          f"{_rate(v3):,.0f} usage windows/s ({v3['seconds']:.1f} s)", flush=True)
+    print(f"ingest_2011: google_2011_rows_per_s={_rate(fast, 'rows'):.0f} "
+          f"google_v3_csv_gz_rows_per_s={_rate(v3, 'rows'):.0f} "
+          f"google_v3_csv_gz_windows_per_s={_rate(v3):.0f} "
+          f"ratio_vs_v3={_rate(fast, 'rows') / _rate(v3, 'rows'):.2f} "
+          f"ratio_vs_per_row={slow['seconds'] / fast['seconds']:.2f}")
+
+
+def _rate(result: dict, what: str = "windows") -> float:
+    return result[what] / result["seconds"]
 
 
 if __name__ == "__main__":

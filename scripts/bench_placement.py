@@ -20,7 +20,6 @@ import argparse
 import functools
 import pathlib
 import sys
-import time
 
 import numpy as np
 
@@ -30,6 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import pandas as pd
 
 from fleetcast_testing.reference.placement_simulator import simulate_reference
+from fleetcast_testing.timing import cpu_timed
 from policies.best_fit import BestFit
 from policies.la import LifetimeAlignment
 from policies.lava import Lava
@@ -119,17 +119,6 @@ def count_events(trace: PlacementTrace, end_us: int) -> int:
     return int(np.sum(trace.arrival_us <= end_us) + np.sum(trace.exit_us <= end_us))
 
 
-def timed(fn, repeats: int = 1):
-    """(result, CPU seconds of this process, the least of `repeats` runs): rates are per
-    core, and other processes on a shared machine do not count."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
-        result = fn()
-        best = min(best, time.process_time() - start)
-    return result, best
-
-
 def replay(trace, pool, make_policy, lifetimes, **options):
     """A function that replays `trace` on `pool` with a new `make_policy()` (built inside the
     timing, as each run builds its policy) and `lifetimes`; `options` go to `simulate`."""
@@ -174,13 +163,13 @@ def main():
              (lambda: Lava(strict_recycling=True), "lava_strict_recycling", {})]
     common = dict(warmup_s=0.0, sample_period_s=3600.0)
     for make_policy, reference_name, options in cases:
-        _, reference_s = timed(functools.partial(
+        _, reference_s = cpu_timed(functools.partial(
             simulate_reference, trace, pool, reference_name, oracle, end_us=prefix_end_us,
             **options))
         for engine in engines(make_policy):
-            result, seconds = timed(replay(trace, pool, make_policy, oracle, engine=engine,
+            result, seconds = cpu_timed(replay(trace, pool, make_policy, oracle, engine=engine,
                                            **common))
-            _, fast_prefix_s = timed(replay(trace, pool, make_policy, oracle,
+            _, fast_prefix_s = cpu_timed(replay(trace, pool, make_policy, oracle,
                                             end_us=prefix_end_us, refresh_interval_s=0,
                                             engine=engine, **common))
             print(f"{result.policy:21} {engine_name(engine):8} {'oracle':9} "
@@ -226,7 +215,7 @@ def timed_rounds(runs: dict, repeats: int) -> dict:
     timings = {}
     for _ in range(repeats):
         for name, run in runs.items():
-            result, seconds = timed(run)
+            result, seconds = cpu_timed(run)
             timings[name] = (result, min(seconds, timings.get(name, (None, seconds))[1]))
     return timings
 

@@ -51,8 +51,8 @@ def test_syntax_error_names_line_and_field():
 
 def test_missing_source_is_reported():
     assert _problems("") == [
-        "source: no source (google_v3, azure_v1, azure_packing_2020, synthetic) and no loaded "
-        "canonical table"]
+        "source: no source (google_v3, azure_v1, azure_packing_2020, synthetic, google_2011) "
+        "and no loaded canonical table"]
 
 
 def test_missing_input_path_fails_fast(tmp_path):

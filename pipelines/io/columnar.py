@@ -7,10 +7,12 @@ rows that fail a vectorised check, and pieces of a file the columnar JSON reader
 might read differently (split in halves until they parse, or are small enough to read row by
 row). So dead letters keep their exact reasons and raw text, and the counts stay exact.
 
-JSON and CSV are read from `readers.file_blocks`, so a cut or corrupt compressed file still fails
-the run naming it. The vectorised checks are conservative on purpose: a row they cannot vouch
-for (NaN or Infinity literals anywhere in its piece, invalid UTF-8, text where a number is due,
-CRLF line ends) costs the per-row rate, never a different answer.
+CSV is read with a header line, or headerless with the column names given (`fieldnames`, as
+some traces' own CSV parts come). JSON and CSV are read from `readers.file_blocks`, so a cut
+or corrupt compressed file still fails the run naming it. The vectorised checks are
+conservative on purpose: a row they cannot vouch for (NaN or Infinity literals anywhere in its
+piece, invalid UTF-8, text where a number is due, CRLF line ends) costs the per-row rate,
+never a different answer.
 """
 
 import dataclasses
@@ -58,7 +60,7 @@ PER_ROW_LINES = 64
 _NON_JSON_NUMBERS = (b"NaN", b"Inf")
 _OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
 
-INT, FLOAT, DISTRIBUTION = "int", "float", "distribution"
+INT, FLOAT, DISTRIBUTION, TEXT = "int", "float", "distribution", "text"
 
 
 class Unsupported(Exception):
@@ -70,7 +72,7 @@ class Field:
     """One value the per-row parser reads: `path` in the row (a record's field as
     (record, field); CSV-style flat keys "record.field" / "record_field" are honoured as
     `get_field` does), its kind, whether it is required and its least value. A distribution
-    has `length` values."""
+    has `length` values; a text is read as given, an empty one as null (`text_or_none`)."""
 
     name: str
     path: Tuple[str, ...]
@@ -85,8 +87,8 @@ def _flat_keys(path):
 
 
 def _arrow_type(kind: str) -> pa.DataType:
-    return {INT: pa.int64(), FLOAT: pa.float64(),
-            DISTRIBUTION: pa.list_(pa.float64())}[kind]
+    return {INT: pa.int64(), FLOAT: pa.float64(), DISTRIBUTION: pa.list_(pa.float64()),
+            TEXT: pa.string()}[kind]
 
 
 class ColumnarParser:
@@ -219,7 +221,15 @@ def _check_distribution(array: pa.Array, f: Field):
     return column, good, None
 
 
-_CHECKS = {INT: _check_int, FLOAT: _check_float, DISTRIBUTION: _check_distribution}
+def _check_text(array: pa.Array, f: Field):
+    """Any text; empty reads as null (as `text_or_none` does)."""
+    column = pc.if_else(pc.equal(array, ""), pa.nulls(len(array), array.type), array)
+    good = _valid(column) if f.required else np.ones(len(array), dtype=bool)
+    return column, good, None
+
+
+_CHECKS = {INT: _check_int, FLOAT: _check_float, DISTRIBUTION: _check_distribution,
+           TEXT: _check_text}
 
 
 def _tagged_columnar(table: pa.Table, parser: ChunkParser):
@@ -347,10 +357,15 @@ def _csv_header(line: bytes, columnar: ColumnarParser):
     return names
 
 
+def _regular(data: bytes) -> bool:
+    """Whether a piece is regular CSV lines: one record per line, read alike by Arrow and
+    csv.reader."""
+    return pc.match_substring_regex(pa.array([data], pa.binary()), _CSV_PIECE)[0].as_py()
+
+
 def _csv_strings(data: bytes, header) -> Optional[pa.Table]:
-    """Every column of a regular piece of CSV lines as text, else None."""
-    if not pc.match_substring_regex(pa.array([data], pa.binary()), _CSV_PIECE)[0].as_py():
-        return None
+    """Every column of a regular piece of CSV lines as text, else None (a line of another
+    width than `header`, invalid UTF-8)."""
     try:
         return pcsv.read_csv(
             io.BytesIO(data),
@@ -365,7 +380,9 @@ def _csv_strings(data: bytes, header) -> Optional[pa.Table]:
 
 def _csv_values(text: pa.Array, kind: str):
     """(the values of a text column as `kind`, null where empty; rows whose text is neither
-    empty nor the plain form of a number)."""
+    empty nor the plain form of a number). A TEXT column is every row's text."""
+    if kind == TEXT:
+        return text, np.zeros(len(text), dtype=bool)
     plain = pc.match_substring_regex(text, _CSV_TEXT[kind])
     empty = pc.equal(text, "")
     if kind == DISTRIBUTION:
@@ -408,24 +425,30 @@ def _csv_rest_per_row(pieces, header, parser: ChunkParser):
         yield from _per_row(chunk, parser)
 
 
-def parse_csv_file(pieces, columnar: ColumnarParser):
-    """(tag, value) pairs of a CSV file with a header, given as pieces of whole lines. Pieces
-    of regular lines are read columnar; from the first other piece on, the file is read by
-    the per-row path (a quoted field may span lines there)."""
-    pieces = iter(pieces)
-    first = next(pieces, b"")
-    header_line, _, rest = first.partition(b"\n")
-    header = _csv_header(header_line, columnar)
+def parse_csv_file(pieces, columnar: ColumnarParser, fieldnames=None):
+    """(tag, value) pairs of a CSV file given as pieces of whole lines: with a header line,
+    or, given `fieldnames`, without one (as csv_chunks reads them). Pieces of regular lines
+    are read columnar (one whose lines Arrow rejects, row by row); from the first other
+    piece on, the file is read by the per-row path (a quoted field may span lines there)."""
+    pieces, header = iter(pieces), fieldnames
     if header is None:
-        yield from _csv_rest_per_row(itertools.chain([first], pieces), None,
-                                     columnar.row_parser)
-        return
-    for piece in itertools.chain([rest] if rest else [], pieces):
-        strings = _csv_strings(piece, header)
-        if strings is None:
+        first = next(pieces, b"")
+        header_line, _, rest = first.partition(b"\n")
+        header = _csv_header(header_line, columnar)
+        if header is None:
+            yield from _csv_rest_per_row(itertools.chain([first], pieces), None,
+                                         columnar.row_parser)
+            return
+        pieces = itertools.chain([rest] if rest else [], pieces)
+    for piece in pieces:
+        if not _regular(piece):
             yield from _csv_rest_per_row(itertools.chain([piece], pieces), header,
                                          columnar.row_parser)
             return
+        strings = _csv_strings(piece, header)
+        if strings is None:
+            yield from _csv_rest_per_row([piece], header, columnar.row_parser)
+            continue
         typed, suspect = _csv_typed(strings, columnar)
         good, bad = columnar.parse(typed, suspect)
         yield from _tagged_columnar(good, columnar.row_parser)
@@ -459,16 +482,19 @@ class _ParseFile(beam.DoFn):
     """A matched file → (tag, value) pairs, read, checked and parsed in one pass, in the
     format `format_of_file` gives it."""
 
-    def __init__(self, fmt: int, pattern: str, columnar: ColumnarParser, chunk_rows: int):
+    def __init__(self, fmt: int, pattern: str, columnar: ColumnarParser, chunk_rows: int,
+                 fieldnames=None):
         self._format = fmt
         self._pattern = pattern
         self._columnar = columnar
         self._chunk_rows = chunk_rows
+        self._fieldnames = fieldnames
 
     def process(self, readable_file):
         fmt = format_of_file(readable_file, self._format, self._pattern)
         if fmt == Format.CSV:
-            yield from parse_csv_file(line_pieces(file_blocks(readable_file)), self._columnar)
+            yield from parse_csv_file(line_pieces(file_blocks(readable_file)), self._columnar,
+                                      self._fieldnames)
             return
         if fmt != Format.PARQUET:
             for piece in line_pieces(file_blocks(readable_file)):
@@ -506,20 +532,22 @@ class ParseTables(beam.PTransform):
 class ParseFiles(beam.PTransform):
     """Files matching `pattern` → {rows, dead_letters, counts} PCollections, as
     ReadFileChunks | ParseChunks(columnar.row_parser) gives them (each file in the format
-    `format_of_file` gives it; `fmt` may be AUTO), but columnar."""
+    `format_of_file` gives it; `fmt` may be AUTO), but columnar. CSV files have a header
+    line, or none with `fieldnames` (the column names, in order)."""
 
     def __init__(self, pattern: str, fmt: int, columnar: ColumnarParser,
-                 chunk_rows: int = CHUNK_ROWS):
+                 chunk_rows: int = CHUNK_ROWS, fieldnames=None):
         super().__init__()
         self._pattern = pattern
         self._format = fmt
         self._columnar = columnar
         self._chunk_rows = chunk_rows
+        self._fieldnames = None if fieldnames is None else list(fieldnames)
 
     def expand(self, pbegin):
         return (
             pbegin
             | "Files" >> OpenFiles(self._pattern)
             | "Parse" >> beam.ParDo(_ParseFile(self._format, self._pattern, self._columnar,
-                                               self._chunk_rows))
+                                               self._chunk_rows, self._fieldnames))
             | "Split" >> SplitByTag((ROWS, DEAD_LETTERS, COUNTS)))

@@ -112,6 +112,16 @@ def to_float(value, field: str, required: bool = True, min_value=None):
     return _at_least(number, field, min_value)
 
 
+def text_or_none(value, field: str, required: bool = False):
+    """Text as given (a number as its str); an empty or missing value is None, or a RowError
+    when `required`."""
+    if value is None or value == "":
+        if required:
+            raise RowError(f"missing {field}")
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
 def to_enum(value, field: str, names: dict):
     """An enum value given as its number or its name; unknown values are errors."""
     if isinstance(value, str) and value.strip() in names.values():

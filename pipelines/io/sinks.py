@@ -248,13 +248,18 @@ def _parquet_batches(readable_file, schema: pa.Schema, batch_rows: int = 1 << 18
     Beam element with its own per-element costs."""
     with readable_file.open() as handle:
         parquet = pq.ParquetFile(handle)
-        missing = [name for name in schema.names if name not in parquet.schema_arrow.names]
+        absent = [f for f in schema if f.name not in parquet.schema_arrow.names]
+        missing = [f.name for f in absent if schemas.DERIVED not in (f.metadata or {})]
         if missing:
             raise ValueError(f"{readable_file.metadata.path} lacks columns {missing} of its "
                              f"declared schema")
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=schema.names):
+        present = [name for name in schema.names if name in parquet.schema_arrow.names]
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=present):
             if batch.num_rows:
-                yield conform(pa.Table.from_batches([batch]), schema)
+                table = pa.Table.from_batches([batch])
+                for f in absent:  # derived columns of a table written before they existed
+                    table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+                yield conform(table, schema)
 
 
 class ReadTable(beam.PTransform):

@@ -10,21 +10,19 @@ parsed by the per-row parsers below, which stay the reference).
 
 Instances and usage are built per shard of collections: every event, usage window and
 collection event of a collection lands in the same shard (by a hash of collection_id), where
-numpy builds the instance runs and joins the usage windows (pipelines.sources.join). `num_shards`
-bounds the memory of one shard.
+numpy builds the instance runs and joins the usage windows (pipelines.sources.instance_runs,
+shared with the 2011 trace). `num_shards` bounds the memory of one shard.
 """
 
 import json
 import math
-from typing import List
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipelines import schemas
-from pipelines.io import columnar, sharding, spill
+from pipelines.io import columnar
 from pipelines.io.columnar import DISTRIBUTION, FLOAT, INT, Field
 from pipelines.io.dead_letters import (
     COUNTS,
@@ -34,15 +32,13 @@ from pipelines.io.dead_letters import (
     ParseChunks,
     RowError,
     SplitByTag,
-    counts,
     get_field,
-    rows_as_dead_letters,
     to_enum,
     to_float,
     to_int,
 )
 from pipelines.io.readers import ReadTableChunks, file_format, read_bigquery
-from pipelines.sources import join
+from pipelines.sources import instance_runs
 
 SOURCE = "google_v3"
 
@@ -51,10 +47,6 @@ EVENT_TYPES = {0: "SUBMIT", 1: "QUEUE", 2: "ENABLE", 3: "SCHEDULE", 4: "EVICT", 
 SCHEDULE = 3
 TERMINAL_TYPES = (4, 5, 6, 7, 8)
 MACHINE_EVENT_TYPES = {0: "EVENT_TYPE_UNKNOWN", 1: "ADD", 2: "REMOVE", 3: "UPDATE"}
-# v3 marks times after the end of the trace with the largest int64.
-AFTER_TRACE_END = np.iinfo(np.int64).max
-# Rows of a parsed table sharded at a time (see `ReadGoogleV3.expand`).
-SHARD_BATCH_ROWS = 1 << 18
 
 INSTANCE_EVENTS = pa.schema([
     ("time", pa.int64()), ("type", pa.int64()), ("collection_id", pa.int64()),
@@ -268,131 +260,24 @@ class MachineEventParser(ChunkParser):
         )
 
 
-def _instance_ids(collection_id: pa.Array, instance_index: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise(pc.cast(collection_id, pa.string()),
-                                       pc.cast(instance_index, pa.string()), ":")
+RUN_COLUMNS = ("collection_id", "instance_index", "machine_id", "priority", "scheduling_class",
+               "collection_type", "alloc_collection_id", "alloc_instance_index")
+COLLECTION_COLUMNS = ("user", "collection_name", "collection_logical_name", "vertical_scaling",
+                      "scheduler", "parent_collection_id")
+TRACE = instance_runs.Trace(
+    source=SOURCE, events_table="instance_events", usage_table="instance_usage",
+    names=EVENT_TYPES, schedule=SCHEDULE, ends=TERMINAL_TYPES, run_columns=RUN_COLUMNS,
+    collection_columns=COLLECTION_COLUMNS, events=INSTANCE_EVENTS, usage=INSTANCE_USAGE,
+    collections=COLLECTION_EVENTS)
 
 
-def _first_collection_features(collections: pa.Table) -> pa.Table:
-    """One row per collection: its earliest event (by time, then type)."""
-    order = np.lexsort((collections.column("type").to_numpy(),
-                        collections.column("time").to_numpy(),
-                        collections.column("collection_id").to_numpy()))
-    ids = collections.column("collection_id").to_numpy()[order]
-    first = order[np.concatenate([[True], ids[1:] != ids[:-1]])] if len(ids) else order
-    return collections.take(first)
+shard_by_collection = instance_runs.shard_by_collection
 
 
 def build_instances(events: pa.Table, collections: pa.Table, pool: str):
-    """Instance runs (SCHEDULE → terminal event) from the events of whole collections.
-
-    Returns (INSTANCES table, dead letters). A run ends at the first terminal event (EVICT,
-    FAIL, FINISH, KILL, LOST) after its SCHEDULE; without one it is still running at trace end
-    (end_time null). A SCHEDULE followed by another SCHEDULE with no terminal event between is
-    contradictory and goes to the dead letters. The request is the latest one with cpus > 0
-    and memory > 0 at or before the SCHEDULE (null if none).
-    """
-    col = {name: events.column(name).to_numpy(zero_copy_only=False) for name in
-           ("time", "type", "collection_id", "instance_index", "cpus", "memory")}
-    code, _ = join.factorize(col["collection_id"], col["instance_index"])
-    order, schedules, next_terminal, broken = _schedule_runs(col, code)
-    dead = rows_as_dead_letters(
-        SOURCE, "instance_events", events.take(order[schedules[broken]]),
-        "SCHEDULE followed by another SCHEDULE of the same instance without a terminal event")
-    schedules, next_terminal = schedules[~broken], next_terminal[~broken]
-    start = order[schedules]
-    end = np.where(next_terminal >= 0, order[np.maximum(next_terminal, 0)], -1)
-    return _instances_table(events, col, collections, pool, start, end,
-                            _request_events(col, code, start)), dead
-
-
-def _schedule_runs(col: dict, code: np.ndarray):
-    """(order, schedules, next_terminal, broken): the events sorted by (instance, time,
-    type), the sorted positions of the SCHEDULEs, of each one's next terminal event of the
-    same instance (-1 if none) and whether another SCHEDULE comes first."""
-    order = np.lexsort((col["type"], col["time"], code))
-    sorted_code, sorted_type = code[order], col["type"][order]
-    schedules = np.flatnonzero(sorted_type == SCHEDULE)
-    terminals = np.flatnonzero(np.isin(sorted_type, TERMINAL_TYPES))
-
-    def next_of(positions, after):
-        j = np.searchsorted(positions, after, side="right")
-        candidate = positions[np.minimum(j, len(positions) - 1)] if len(positions) else after
-        ok = (j < len(positions)) & (sorted_code[candidate] == sorted_code[after])
-        return np.where(ok, candidate, -1)
-
-    next_terminal = next_of(terminals, schedules)
-    next_schedule = next_of(schedules, schedules)
-    broken = (next_schedule >= 0) & ((next_terminal < 0) | (next_schedule < next_terminal))
-    return order, schedules, next_terminal, broken
-
-
-def _request_events(col: dict, code: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Row of the request in force at each SCHEDULE row `start` (-1 if none): the latest
-    event of the instance at or before it with cpus > 0 and memory > 0."""
-    has_request = np.nan_to_num(col["cpus"]) > 0
-    has_request &= np.nan_to_num(col["memory"]) > 0
-    request_rows = np.flatnonzero(has_request)
-    request = join.latest_at_or_before(
-        code[request_rows], col["time"][request_rows], code[start], col["time"][start],
-        tiebreak=(col["type"][request_rows],))
-    return np.where(request >= 0, request_rows[np.maximum(request, 0)], -1)
-
-
-def _instances_table(events: pa.Table, col: dict, collections: pa.Table, pool: str,
-                     start: np.ndarray, end: np.ndarray, request_event: np.ndarray) -> pa.Table:
-    """The INSTANCES rows of runs from event rows `start` to `end` (-1: still running);
-    `col` holds the events' time and type as numpy arrays."""
-    end_time = np.where(end >= 0, col["time"][np.maximum(end, 0)], AFTER_TRACE_END)
-    censored = end_time == AFTER_TRACE_END
-    end_type = np.array([EVENT_TYPES[t] for t in col["type"][np.maximum(end, 0)]], dtype=object)
-    end_type[censored] = None
-
-    def take(name, rows, missing):
-        values = events.column(name).take(pa.array(np.maximum(rows, 0)))
-        return pc.if_else(pa.array(missing), pa.nulls(len(rows), values.type), values)
-
-    no_request = request_event < 0
-    starts = events.take(pa.array(start))
-    features = _collection_features_for(starts.column("collection_id"), collections)
-    n = len(start)
-    instances = {
-        "instance_id": _instance_ids(starts.column("collection_id"),
-                                     starts.column("instance_index")),
-        "collection_id": starts.column("collection_id"),
-        "instance_index": starts.column("instance_index"),
-        "machine_id": starts.column("machine_id"),
-        "pool": pa.array([pool] * n, pa.string()),
-        "start_time": starts.column("time"),
-        "end_time": pa.array(np.where(censored, 0, end_time), pa.int64(), mask=censored),
-        "end_type": pa.array(end_type, pa.string()),
-        "cpu_request": take("cpus", request_event, no_request),
-        "memory_request": take("memory", request_event, no_request),
-        **{name: starts.column(name) for name in (
-            "priority", "scheduling_class", "collection_type", "alloc_collection_id",
-            "alloc_instance_index")},
-        **features,
-    }
-    return pa.Table.from_arrays(
-        [instances.get(f.name, pa.nulls(n, f.type)).cast(f.type) for f in schemas.INSTANCES],
-        schema=schemas.INSTANCES)
-
-
-def _collection_features_for(collection_id, collections: pa.Table) -> dict:
-    names = ("user", "collection_name", "collection_logical_name", "vertical_scaling",
-             "scheduler", "parent_collection_id")
-    if collections is None or collections.num_rows == 0:
-        return {}
-    first = _first_collection_features(collections)
-    ids = first.column("collection_id").to_numpy()
-    wanted = np.asarray(collection_id.to_numpy() if hasattr(collection_id, "to_numpy")
-                        else collection_id)
-    position = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
-    missing = ids[position] != wanted
-    return {name: pc.if_else(pa.array(missing),
-                             pa.nulls(len(wanted), first.column(name).type),
-                             first.column(name).take(pa.array(position)))
-            for name in names}
+    """Instance runs (SCHEDULE → terminal event) from the events of whole collections:
+    (INSTANCES table, dead letters), as instance_runs.build_instances gives them."""
+    return instance_runs.build_instances(events, collections, pool, TRACE)
 
 
 def join_usage(events: pa.Table, usage: pa.Table):
@@ -400,76 +285,7 @@ def join_usage(events: pa.Table, usage: pa.Table):
 
     Returns (USAGE table, dead letters for windows with no qualifying event).
     """
-    ev = {name: events.column(name).to_numpy(zero_copy_only=False) for name in
-          ("time", "type", "collection_id", "instance_index", "cpus", "memory")}
-    valid = (np.nan_to_num(ev["cpus"]) > 0) & (np.nan_to_num(ev["memory"]) > 0)
-    valid_rows = np.flatnonzero(valid)
-    u_collection = usage.column("collection_id").to_numpy()
-    u_index = usage.column("instance_index").to_numpy()
-    code, _ = join.factorize(np.concatenate([ev["collection_id"], u_collection]),
-                             np.concatenate([ev["instance_index"], u_index]))
-    event_code, usage_code = code[:len(ev["time"])], code[len(ev["time"]):]
-    match = join.latest_at_or_before(
-        event_code[valid_rows], ev["time"][valid_rows], usage_code,
-        usage.column("start_time").to_numpy(),
-        tiebreak=(ev["type"][valid_rows], ev["cpus"][valid_rows], ev["memory"][valid_rows]))
-    joined = np.flatnonzero(match >= 0)
-    dead = rows_as_dead_letters(
-        SOURCE, "instance_usage", usage.take(np.flatnonzero(match < 0)),
-        "no instance event with cpus > 0 and memory > 0 at or before the window start")
-    windows = usage.take(pa.array(joined))
-    request = events.take(pa.array(valid_rows[match[joined]]))
-    columns = {
-        "machine_id": windows.column("machine_id"),
-        "instance_id": _instance_ids(windows.column("collection_id"),
-                                     windows.column("instance_index")),
-        "start_time": windows.column("start_time"),
-        "end_time": windows.column("end_time"),
-        "cpu_limit": request.column("cpus"),
-        "memory_limit": request.column("memory"),
-        **{name: windows.column(name) for name in (
-            "avg_cpu", "max_cpu", "cpu_usage_distribution", "tail_cpu_usage_distribution",
-            "avg_memory", "max_memory")},
-        **{name: request.column(name) for name in (
-            "priority", "scheduling_class", "collection_type", "alloc_collection_id")},
-    }
-    table = pa.Table.from_arrays([columns[f.name] for f in schemas.USAGE], schema=schemas.USAGE)
-    return table, dead
-
-
-def shard_by_collection(tables: List[pa.Table], num_shards: int, spill_to):
-    """(collection shard, the rows of `tables` (one parsed table's batches) in that shard or a
-    Spilled reference to them, as `spill_to` says) pairs."""
-    table = pa.concat_tables(tables)
-    shards = sharding.shard_of_ints(table.column("collection_id").to_numpy(), num_shards)
-    return spill.split_spilled(table, shards, spill_to)
-
-
-def build_shard(element, pool: str):
-    """(shard, {events, usage, collections}) → (tag, table) pairs: instances, usage, dead
-    letters and the join's counts."""
-    _, grouped = element
-    events, usage, collections = (
-        sharding.concat(map(spill.load, grouped[name]), schema) for name, schema in (
-            ("events", INSTANCE_EVENTS), ("usage", INSTANCE_USAGE),
-            ("collections", COLLECTION_EVENTS)))
-    if events.num_rows:
-        instances, dead = build_instances(events, collections, pool)
-        if instances.num_rows:
-            yield "instances", instances
-        if dead.num_rows:
-            # Parsed events that turn out contradictory move from kept to rejected, so the
-            # counts of instance_events still close: read = kept + rejected.
-            yield COUNTS, counts(SOURCE, "instance_events", 0, -dead.num_rows, dead.num_rows)
-            yield DEAD_LETTERS, dead
-    if usage.num_rows:
-        joined, dead = join_usage(events, usage)
-        yield COUNTS, counts(SOURCE, "usage_join", usage.num_rows, joined.num_rows,
-                             dead.num_rows)
-        if joined.num_rows:
-            yield "usage", joined
-        if dead.num_rows:
-            yield DEAD_LETTERS, dead
+    return instance_runs.join_usage(events, usage, TRACE)
 
 
 class ReadGoogleV3(beam.PTransform):
@@ -517,25 +333,13 @@ class ReadGoogleV3(beam.PTransform):
         machines, machines_dead, machines_counts = self._read(
             pbegin, "machine_events", MachineEventParser(pool))
 
-        # Each table is grouped through files of the run (pipelines/io/spill.py).
-        spill_to = spill.spill_to()
-
-        # Batches are sharded SHARD_BATCH_ROWS rows at a time: each (batch, shard) piece is an
-        # element the runner groups, and per parsed batch of 20,000 rows their number grows
-        # with the trace (~785k at the cell-day).
-        def keyed(pcoll, label):
-            return (pcoll
-                    | f"Batch{label}" >> beam.BatchElements(
-                        min_batch_size=SHARD_BATCH_ROWS, max_batch_size=SHARD_BATCH_ROWS,
-                        element_size_fn=lambda table: table.num_rows, record_metrics=False)
-                    | f"Shard{label}" >> beam.FlatMap(
-                        shard_by_collection, self._num_shards, spill_to))
-
+        grouped = instance_runs.group_by_collection_shard(
+            {"events": events, "usage": usage, "collections": collections}, self._num_shards,
+            "GroupByCollectionShard")
         built = (
-            {"events": keyed(events, "Events"), "usage": keyed(usage, "Usage"),
-             "collections": keyed(collections, "Collections")}
-            | "GroupByCollectionShard" >> beam.CoGroupByKey()
-            | "BuildInstancesAndJoinUsage" >> beam.FlatMap(build_shard, pool)
+            grouped
+            | "BuildInstancesAndJoinUsage" >> beam.FlatMap(
+                instance_runs.build_shard, pool, TRACE)
             | "SplitShardOutputs" >> SplitByTag(("instances", "usage", DEAD_LETTERS, COUNTS)))
         dead_letters = (
             (events_dead, usage_dead, coll_dead, machines_dead, built[DEAD_LETTERS])

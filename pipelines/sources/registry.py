@@ -8,10 +8,10 @@ call below, plus its message in the RunConfig `source` oneof.
 """
 
 import dataclasses
-from typing import Callable, FrozenSet, Optional
+from typing import Callable, FrozenSet, Optional, Union
 
 from configs.registry import Registry
-from pipelines.sources import azure_packing, azure_v1, google_v3, synthetic
+from pipelines.sources import azure_packing, azure_v1, google_2011, google_v3, synthetic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +22,8 @@ class TraceSource:
       read: (message, work_dir) -> PTransform reading the canonical tables.
       validate: (checker, message, field) -> None.
       title: how messages name the trace ("the Azure V1 trace").
-      has_hosts: whether its machines table gives hosts with capacities.
+      has_hosts: whether its machines table gives hosts with capacities (a bool, or message
+        -> bool when the config decides; `configured` resolves it).
       has_usage: message -> whether the configured source yields a usage table.
       usage_metrics: the Metric choices its usage table carries (None: every one).
     """
@@ -30,9 +31,15 @@ class TraceSource:
     read: Callable
     validate: Callable
     title: str
-    has_hosts: bool
+    has_hosts: Union[bool, Callable]
     has_usage: Callable
     usage_metrics: Optional[FrozenSet[str]] = None
+
+    def configured(self, message) -> "TraceSource":
+        """This source as `message` configures it: has_hosts a bool."""
+        if callable(self.has_hosts):
+            return dataclasses.replace(self, has_hosts=bool(self.has_hosts(message)))
+        return self
 
 
 SOURCES = Registry("trace source")
@@ -52,3 +59,8 @@ SOURCES.register("azure_packing_2020", TraceSource(
 SOURCES.register("synthetic", TraceSource(
     read=synthetic.read_synthetic, validate=synthetic.validate_config,
     title="the synthetic trace", has_hosts=True, has_usage=lambda message: True))
+SOURCES.register("google_2011", TraceSource(
+    read=lambda message, work_dir: google_2011.ReadGoogle2011(message),
+    validate=google_2011.validate_config, title="the Google 2011 trace",
+    has_hosts=google_2011.has_machines, has_usage=google_2011.has_usage,
+    usage_metrics=frozenset({"avg_cpu", "max_cpu", "avg_memory", "max_memory"})))

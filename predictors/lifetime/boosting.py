@@ -126,6 +126,18 @@ class BoostedLifetimeModel(LifetimeModel):
         that keep less than every row's features."""
         return self._fitted_encoder().transform_chunks(instances)
 
+    def feature_importance(self) -> pd.DataFrame:
+        """LightGBM's importance of each model input (`feature_names`): columns feature,
+        gain (total gain of its splits), gain_fraction (its share, 0-1), splits."""
+        self._fitted_encoder()  # raises when not fitted
+        booster = self.booster_
+        gain = booster.feature_importance(importance_type="gain").astype(np.float64)
+        total = gain.sum()
+        return pd.DataFrame({
+            "feature": booster.feature_name(), "gain": gain,
+            "gain_fraction": gain / total if total > 0 else np.zeros_like(gain),
+            "splits": booster.feature_importance(importance_type="split").astype(np.int64)})
+
     def _fitted_encoder(self) -> FeatureEncoder:
         if getattr(self, "encoder_", None) is None:
             raise ValueError(f"this {type(self).__name__} is not fitted")

@@ -440,16 +440,61 @@ def concordance_table(models: Mapping[str, object], instances: Instances, *,
     """
     frame = instances_frame(instances)
     duration_s, finished = observed_lifetimes(frame, observation_end_us)
-    event = finished & (duration_s <= cap_s)
-    duration_s = np.minimum(duration_s, cap_s)
     rows = []
     for name, model in models.items():
-        features = model.encode(frame)
-        predicted = (model.predict_proba_long(features) if hasattr(model, "predict_proba_long")
-                     else model.predict_remaining(features, np.zeros(len(frame))))
-        rows.append({"model": name, "n": len(frame),
-                     "c_index": concordance_index(duration_s, event, predicted)})
+        rows.append({"model": name, "n": len(frame), "c_index": capped_concordance(
+            duration_s, finished, arrival_scores(model, model.encode(frame)), cap_s)})
     return pd.DataFrame(rows)
+
+
+def arrival_scores(model, features: np.ndarray) -> np.ndarray:
+    """The model's answer at arrival of encoded rows, float64 (n,), larger for a longer
+    life: P(long) for a classifier, the predicted remaining lifetime (s) for a regressor."""
+    if hasattr(model, "predict_proba_long"):
+        return np.asarray(model.predict_proba_long(features), dtype=np.float64)
+    return np.asarray(model.predict_remaining(features, np.zeros(len(features))), np.float64)
+
+
+def capped_concordance(duration_s: np.ndarray, finished: np.ndarray, score: np.ndarray,
+                       cap_s: float) -> float:
+    """`concordance_index` with durations censored at `cap_s` as well (an instance living
+    past the cap counts as censored there): the models learn capped labels."""
+    event = finished & (duration_s <= cap_s)
+    return concordance_index(np.minimum(duration_s, cap_s), event, score)
+
+
+def metrics_by_period(score: np.ndarray, start_us: np.ndarray, duration_s: np.ndarray,
+                      finished: np.ndarray, *, split_time_us: int, period_s: float,
+                      threshold_s: float, decision_threshold: float, cap_s: float,
+                      recalls: Sequence[float] = (0.70,)) -> pd.DataFrame:
+    """A model's answers at arrival scored per period after the split: the age of the
+    model ([Barbalho23] Fig. 14).
+
+    Args:
+      score: (n,) the answer at arrival (`arrival_scores`) of instances arriving at
+        `start_us` (n,) ≥ split_time_us, observed for `duration_s` (n,), `finished` (n,).
+      period_s: the periods' length; threshold_s, decision_threshold: "long-lived" and the
+        score from which the model says so.
+
+    Returns:
+      One row per period with an arrival: period (0-based), period_start_us, instances, the
+      `binary_classification_metrics` columns over the instances whose class is known, and
+      c_index over all of them (`capped_concordance`).
+    """
+    period_us = int(round(period_s * 1e6))
+    period = (np.asarray(start_us, np.int64) - int(split_time_us)) // period_us
+    is_long, known = long_lived_labels(duration_s, finished, threshold_s)
+    rows = []
+    for p in np.unique(period):
+        at = period == p
+        labelled = at & known
+        row = binary_classification_metrics(is_long[labelled], score[labelled],
+                                            decision_threshold, recalls)
+        rows.append(row.assign(
+            period=int(p), period_start_us=int(split_time_us) + int(p) * period_us,
+            instances=int(at.sum()), threshold_s=float(threshold_s),
+            c_index=capped_concordance(duration_s[at], finished[at], score[at], cap_s)))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
 def la_classifier_metrics(classifier, instances: Instances, *,

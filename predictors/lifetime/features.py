@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from predictors.lifetime.history import HISTORY_KEYS, HISTORY_STATISTICS, history_column
+
 Instances = Union[pd.DataFrame, pa.Table]
 
 CATEGORICAL = "categorical"
@@ -39,6 +41,9 @@ REASON_NO_FEATURES = "no lifetime feature has a value (every feature column is n
 # Features that every instance has, since they come from its start time alone.
 _START_TIME_FEATURES = ("start_hour_of_day", "start_day_of_week")
 
+# The history features, named as their instance columns (predictors/lifetime/history.py).
+HISTORY_FEATURES = tuple(history_column(key, statistic) for key in HISTORY_KEYS
+                         for statistic in HISTORY_STATISTICS)
 # Every feature the encoder knows, in matrix column order: (name, kind, source columns).
 FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
     ("pool", CATEGORICAL, ("pool",)),
@@ -58,6 +63,9 @@ FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
     ("start_hour_of_day", NUMERIC, ("start_time",)),
     ("start_day_of_week", NUMERIC, ("start_time",)),
     ("deployment_size", NUMERIC, ("deployment_size",)),
+    # The customer's and the logical name's history at arrival, each its own column
+    # (pipelines/history.py; [Barbalho23] §3.2.2, App. B.1).
+    *((name, NUMERIC, (name,)) for name in HISTORY_FEATURES),
 )
 # Every instance column some feature is computed from: all of a row that a model reads.
 SOURCE_COLUMNS = frozenset(column for _, _, sources in FEATURES for column in sources)

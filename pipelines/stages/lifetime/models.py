@@ -85,6 +85,11 @@ class ModelDir(NamedTuple):
     final: str
     staged: str
 
+    def of_variant(self, variant: str) -> "ModelDir":
+        """Where the models of a feature variant go: its own folder."""
+        return ModelDir(FileSystems.join(self.final, variant),
+                        FileSystems.join(self.staged, variant))
+
 
 def save_model(name: str, fitted: FittedModel, model_dir: ModelDir, split_time_us: int) -> dict:
     """Writes a fitted model's files into <model_dir.staged>/<name>; returns its

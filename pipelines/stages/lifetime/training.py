@@ -1,7 +1,7 @@
 """The lifetime stage's single-machine step: split, train, save and evaluate every model on
 the test period (the `lifetime_*` tables)."""
 
-from typing import Dict, Mapping, Tuple
+from typing import Dict, List, Mapping, Tuple
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,7 @@ from pipelines.stages.lifetime.models import ModelDir, fit_models, save_model
 from predictors.lifetime.boosting import time_validation_mask
 from predictors.lifetime.evaluation import (
     DEFAULT_RECALLS,
+    arrival_scores,
     concordance_table,
     decision_thresholds_at_recall,
     error_histogram,
@@ -29,11 +30,10 @@ from predictors.lifetime.evaluation import (
     la_classifier_metrics,
     long_lived_by_age,
     long_lived_metrics,
+    metrics_by_period,
     predict_at_uptime_quantiles,
 )
-from predictors.lifetime.examples import (
-    TimeSplit,
-)
+from predictors.lifetime.examples import TimeSplit, observed_lifetimes
 from predictors.lifetime.registry import (
     LIFETIME_MODELS,
     LONG_LIVED,
@@ -43,7 +43,26 @@ from predictors.lifetime.registry import (
 
 TRAINING_TABLES = ("lifetime_split", "lifetime_models", "lifetime_long_lived",
                    "lifetime_la_classifier", "lifetime_f1_by_age", "lifetime_f1_by_uptime",
-                   "lifetime_error_histogram", "lifetime_concordance")
+                   "lifetime_error_histogram", "lifetime_concordance", "lifetime_by_period",
+                   "lifetime_feature_importance")
+# The variant of a config without `variant`: its own `feature` list.
+DEFAULT_VARIANT = "default"
+
+
+def variants(config) -> List[Tuple[str, object]]:
+    """(name, the LifetimeModelConfig its models are trained with) of each feature variant:
+    the config itself as DEFAULT_VARIANT when it has none."""
+    if not config.variant:
+        return [(DEFAULT_VARIANT, config)]
+    configs = []
+    for variant in config.variant:
+        variant_config = type(config)()
+        variant_config.CopyFrom(config)
+        variant_config.ClearField("variant")
+        variant_config.ClearField("feature")
+        variant_config.feature.extend(variant.feature)
+        configs.append((variant.name, variant_config))
+    return configs
 
 
 def split_counts(split: TimeSplit, before_trace: pd.DataFrame, config) -> pd.DataFrame:
@@ -167,6 +186,49 @@ EVALUATIONS = {REMAINING_LIFETIME: evaluate_remaining_lifetime,
                LONG_LIVED_BY_AGE: evaluate_long_lived_by_age}
 
 
+def arrival_decision(name: str, model, split: TimeSplit, config,
+                     validation: pd.DataFrame) -> Tuple[float, float]:
+    """(threshold_s, decision) of the model's "long-lived" answer at arrival, as its other
+    tables decide it: a classifier's class threshold and decision probability; for the
+    others long_lived_threshold_s and their decision at age 0."""
+    predicts = LIFETIME_MODELS[name].predicts
+    if predicts == LONG_LIVED:
+        return float(model.threshold_s), float(model.decision_probability_)
+    threshold_s = float(config.long_lived_threshold_s)
+    if predicts == REMAINING_LIFETIME:
+        decisions, _ = long_lived_decisions(model, validation, split, config, (0.0,))
+    else:
+        decisions = decision_thresholds_at_recall(
+            model, validation, (0.0,), target_recall=float(config.long_lived_target_recall),
+            observation_end_us=split.split_time_us, threshold_s=threshold_s)
+    return threshold_s, float(decisions[0])
+
+
+def by_period(models: Mapping[str, object], split: TimeSplit, config,
+              validation: pd.DataFrame) -> pd.DataFrame:
+    """The LIFETIME_BY_PERIOD rows of every model: its answers at arrival on the test
+    instances, scored per evaluation_period_s after the split."""
+    test = split.test
+    duration_s, finished = observed_lifetimes(test, split.observation_end_us)
+    start_us = test["start_time"].to_numpy(np.int64)
+    frames = []
+    for name, model in models.items():
+        threshold_s, decision = arrival_decision(name, model, split, config, validation)
+        frames.append(metrics_by_period(
+            arrival_scores(model, model.encode(test)), start_us, duration_s, finished,
+            split_time_us=split.split_time_us, period_s=float(config.evaluation_period_s),
+            threshold_s=threshold_s, decision_threshold=decision,
+            cap_s=float(config.lifetime_cap_s)).assign(model=name))
+    return pd.concat(frames, ignore_index=True)
+
+
+def feature_importance(models: Mapping[str, object]) -> pd.DataFrame:
+    """The LIFETIME_FEATURE_IMPORTANCE rows of the boosted models among `models`."""
+    frames = [model.feature_importance().assign(model=name)
+              for name, model in models.items() if hasattr(model, "feature_importance")]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def evaluate(models: Mapping[str, object], split: TimeSplit, config
              ) -> Dict[str, pd.DataFrame]:
     """The evaluation tables of the fitted models {registry name: model} on the test part,
@@ -181,7 +243,24 @@ def evaluate(models: Mapping[str, object], split: TimeSplit, config
     tables["lifetime_concordance"] = concordance_table(
         models, split.test, observation_end_us=split.observation_end_us,
         cap_s=float(config.lifetime_cap_s))
+    tables["lifetime_by_period"] = by_period(models, split, config, validation)
+    tables["lifetime_feature_importance"] = feature_importance(models)
     return tables
+
+
+def train_variant(split: TimeSplit, config, model_dir: ModelDir, variant: str
+                  ) -> Dict[str, pd.DataFrame]:
+    """Fits, saves and evaluates every model the (variant's) config asks for; the tables by
+    name, each row naming the variant."""
+    fitted = fit_models(split, config)
+    model_rows = [save_model(name, f, model_dir, split.split_time_us)
+                  for name, f in fitted.items()]
+    with progress.Heartbeat(f"lifetime: evaluating {len(fitted)} models ({variant}) on "
+                            f"{len(split.test):,} test instances"):
+        frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
+    frames["lifetime_models"] = pd.DataFrame(model_rows)
+    return {name: frame.assign(variant=variant) for name, frame in frames.items()
+            if len(frame)}
 
 
 def train_and_evaluate(element, config, model_dir: ModelDir):
@@ -222,13 +301,13 @@ def train_and_evaluate(element, config, model_dir: ModelDir):
                         f"lifetime_cap_s ({config.lifetime_cap_s} s) before the split at "
                         f"{split.split_time_us} µs, so no label is known; lower "
                         "lifetime_cap_s or raise train_fraction")
-    fitted = fit_models(split, config)
-    model_rows = [save_model(name, f, model_dir, split.split_time_us)
-                  for name, f in fitted.items()]
-    with progress.Heartbeat(f"lifetime: evaluating {len(fitted)} models on "
-                            f"{len(split.test):,} test instances"):
-        frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
-    frames["lifetime_models"] = pd.DataFrame(model_rows)
+    parts_by_table: Dict[str, List[pd.DataFrame]] = {}
+    for variant, variant_config in variants(config):
+        variant_dir = model_dir.of_variant(variant) if config.variant else model_dir
+        for name, frame in train_variant(split, variant_config, variant_dir, variant).items():
+            parts_by_table.setdefault(name, []).append(frame)
+    frames = {name: pd.concat(frames, ignore_index=True)
+              for name, frames in parts_by_table.items()}
     frames["lifetime_split"] = split_counts(split, parts.before_trace, config)
     for name, frame in frames.items():
         yield name, pa.Table.from_pandas(frame, schema=schemas.TABLES[name],

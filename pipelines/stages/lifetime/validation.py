@@ -1,11 +1,16 @@
 """Validation of the lifetime stage's config (LifetimeModelConfig), by field path."""
 
 import math
+import re
 
 from configs.checks import MAX_DURATION, Limit
+from predictors.lifetime.features import FEATURES
 from predictors.lifetime.registry import (
     validate_models,
 )
+
+# A variant's name is a folder of its model files and a value in the tables.
+VARIANT_NAME = re.compile(r"^[a-z0-9_]+$")
 
 # Each instance gives this many training examples (a row of every feature) per age or
 # fraction: 100 makes the examples 100 times the instances.
@@ -55,6 +60,8 @@ def validate_config(check, config, field: str = "lifetime_model"):
     check.require(0 < config.long_lived_target_recall <= 1,
                   f"{field}.long_lived_target_recall",
                   f"must be in (0, 1], got {config.long_lived_target_recall}")
+    check.duration(config, "evaluation_period_s", field)
+    _validate_variants(check, config, field)
     validate_models(check, config, field)
     if config.HasField("examples"):
         which = config.examples.WhichOneof("load_or_write")
@@ -63,3 +70,20 @@ def validate_config(check, config, field: str = "lifetime_model"):
         else:
             check.fail(f"{field}.examples", "only output is supported: examples are derived "
                        "from the instances (load the instances table instead)")
+
+
+def _validate_variants(check, config, field: str):
+    known = [name for name, _, _ in FEATURES]
+    check.require(not (config.variant and config.feature), f"{field}.feature",
+                  "is the features without variants: with `variant`, give each variant's "
+                  "features in it")
+    names = [variant.name for variant in config.variant]
+    for i, variant in enumerate(config.variant):
+        where = f"{field}.variant[{i}]"
+        check.require(VARIANT_NAME.match(variant.name) is not None, f"{where}.name",
+                      f"must be a plain name of a-z, 0-9 and '_', got {variant.name!r}")
+        check.require(names.count(variant.name) == 1, f"{where}.name",
+                      f"names another variant too: {variant.name!r}")
+        for j, name in enumerate(variant.feature):
+            check.require(name in known, f"{where}.feature[{j}]",
+                          f"unknown feature {name!r}; known: {', '.join(known)}")

@@ -51,17 +51,19 @@ LAVA_CLASSES = "uptime_model_lava_classes"
 class LifetimeSpec:
     """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model,
     one_shot_model or uptime_model_lava_classes; `accuracy` and `seed` only for the noisy
-    oracle (`seed` None: the placement config's seed)."""
+    oracle (`seed` None: the placement config's seed); `variant` only for a model source
+    (the lifetime stage's feature variant; None: its only one)."""
     kind: str
     accuracy: Optional[float] = None
     seed: Optional[int] = None
+    variant: Optional[str] = None
 
     @property
     def label(self) -> str:
-        if self.kind != "noisy_oracle":
-            return self.kind
-        seed = "" if self.seed is None else f"_seed{self.seed}"
-        return f"noisy_oracle_{self.accuracy:g}{seed}"
+        if self.kind == "noisy_oracle":
+            seed = "" if self.seed is None else f"_seed{self.seed}"
+            return f"noisy_oracle_{self.accuracy:g}{seed}"
+        return self.kind if self.variant is None else f"{self.kind}@{self.variant}"
 
     @property
     def uses_model(self) -> bool:
@@ -82,7 +84,7 @@ class LifetimeSpec:
             seed = (message.noisy_oracle_seed if message.HasField("noisy_oracle_seed")
                     else None)
             return cls("noisy_oracle", message.noisy_oracle_accuracy, seed)
-        return cls(which)
+        return cls(which, variant=message.model_variant or None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,15 +226,22 @@ def fan_out(pool_input: PoolInput, replays: Sequence[Tuple[int, ReplaySpec]]):
 
 
 def model_path(model_tables: Sequence[pa.Table], name: str,
-               staged_dirs: Optional[Dict[str, str]] = None) -> str:
-    """Directory of the lifetime stage's model `name` (from its `lifetime_models` rows):
-    where the run being run has staged it (`staged_dirs`, pipelines/io/publish.py), as the
-    rows name the model's final place, which it reaches only when the run publishes."""
-    for table in model_tables:
-        for row in table.to_pylist():
-            if row["name"] == name:
-                return staged_path(row["path"], staged_dirs or {})
-    raise ValueError(f"placement: the lifetime stage saved no {name!r} model")
+               staged_dirs: Optional[Dict[str, str]] = None,
+               variant: Optional[str] = None) -> str:
+    """Directory of the lifetime stage's model `name` of feature `variant` (None: the only
+    variant that has it), from its `lifetime_models` rows: where the run being run has
+    staged it (`staged_dirs`, pipelines/io/publish.py), as the rows name the model's final
+    place, which it reaches only when the run publishes."""
+    rows = [row for table in model_tables for row in table.to_pylist()
+            if row["name"] == name and variant in (None, row.get("variant"))]
+    if len(rows) > 1:
+        raise ValueError(f"placement: the lifetime stage saved {name!r} models of variants "
+                         f"{sorted(row['variant'] for row in rows)}: give the lifetime "
+                         "source's model_variant")
+    if not rows:
+        of_variant = "" if variant is None else f" of variant {variant!r}"
+        raise ValueError(f"placement: the lifetime stage saved no {name!r} model{of_variant}")
+    return staged_path(rows[0]["path"], staged_dirs or {})
 
 
 class ModelSources:
@@ -277,7 +286,7 @@ def lifetime_source(spec: LifetimeSpec, pool_input: PoolInput, config,
     # The LAVA-classes source repredicts with the uptime model: the same source, shared.
     kind = "uptime_model" if spec.kind == LAVA_CLASSES else spec.kind
     name = UPTIME_MODEL_NAME if kind == "uptime_model" else LA_CLASSIFIER_NAME
-    path = model_path(model_tables, name, staged_dirs)
+    path = model_path(model_tables, name, staged_dirs, spec.variant)
     return _kept(model_sources, (pool_input.pool, kind, path),
                  lambda: _model_source(kind, path, pool_input))
 
@@ -289,7 +298,8 @@ def _kept(model_sources: Optional[ModelSources], key: Hashable, build: Callable[
 
 def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
                     staged_dirs: Optional[Dict[str, str]] = None,
-                    model_sources: Optional[ModelSources] = None) -> np.ndarray:
+                    model_sources: Optional[ModelSources] = None,
+                    variant: Optional[str] = None) -> np.ndarray:
     """LAVA's class of each VM of the pool, int64 (V,), from the lifetime stage's class
     classifiers (P(lifetime > 1 h, 10 h, 100 h) at arrival, `predict_classes`). The stage
     trains those of the edges its training period covers (the lowest ones): no VM is put
@@ -297,11 +307,12 @@ def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
     from pipelines.stages.lifetime import load_model
     from predictors.lifetime.la_classifier import LaClassifier, predict_classes
     from predictors.lifetime.registry import LAVA_CLASS_MODEL_NAMES
-    saved = {row["name"] for table in model_tables for row in table.to_pylist()}
+    saved = {row["name"] for table in model_tables for row in table.to_pylist()
+             if variant in (None, row.get("variant"))}
     if LAVA_CLASS_MODEL_NAMES[0] not in saved:
         raise ValueError(f"placement: the lifetime stage saved no {LAVA_CLASS_MODEL_NAMES[0]!r} "
                          "model (its training period is shorter than LAVA's first class edge)")
-    paths = tuple(model_path(model_tables, name, staged_dirs)
+    paths = tuple(model_path(model_tables, name, staged_dirs, variant)
                   for name in LAVA_CLASS_MODEL_NAMES if name in saved)
 
     def load_classifier(path: str) -> LaClassifier:
@@ -428,7 +439,7 @@ def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, conf
     policy = make_policy(spec.policy, config)
     if spec.lifetimes.kind == LAVA_CLASSES:
         policy = policy.with_vm_classes(lava_vm_classes(pool_input, model_tables, staged_dirs,
-                                                        model_sources))
+                                                        model_sources, spec.lifetimes.variant))
     policy = checked_if_plugin(policy, spec.policy, config, pool_input.pool)
     try:
         result = simulate(

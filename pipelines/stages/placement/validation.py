@@ -115,6 +115,8 @@ def _validate_lifetime_sources(check, config, lifetime_model, field: str):
         if which in ("uptime_model", "one_shot_model", LAVA_CLASSES):
             check.require(lifetime_model is not None, f"{field}.lifetime_source[{i}]",
                           f"{which} needs a lifetime_model stage")
+        _validate_model_variant(check, lifetime, which, lifetime_model,
+                                f"{field}.lifetime_source[{i}]")
         if which == LAVA_CLASSES:
             if lifetime_model is not None:
                 check.require(lifetime_model.train_lava_class_classifiers,
@@ -127,6 +129,21 @@ def _validate_lifetime_sources(check, config, lifetime_model, field: str):
         if which == "one_shot_model" and lifetime_model is not None:
             check.require(lifetime_model.train_la_classifier, f"{field}.lifetime_source[{i}]",
                           "one_shot_model needs lifetime_model.train_la_classifier")
+
+
+def _validate_model_variant(check, lifetime, which, lifetime_model, field: str):
+    """A model source names one of the lifetime stage's variants when it has several."""
+    variants = [v.name for v in lifetime_model.variant] if lifetime_model is not None else []
+    if lifetime.HasField("model_variant"):
+        check.require(which in ("uptime_model", "one_shot_model", LAVA_CLASSES),
+                      f"{field}.model_variant", "is only for a model source")
+        check.require(lifetime_model is None or lifetime.model_variant in variants,
+                      f"{field}.model_variant",
+                      f"names no lifetime_model.variant ({', '.join(variants) or 'none'}), "
+                      f"got {lifetime.model_variant!r}")
+    elif which in ("uptime_model", "one_shot_model", LAVA_CLASSES):
+        check.require(len(variants) <= 1, f"{field}.model_variant",
+                      f"is required: the lifetime stage trains variants {', '.join(variants)}")
 
 
 def _takes_vm_classes(name: str, config) -> bool:
