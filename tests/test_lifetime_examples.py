@@ -10,6 +10,7 @@ from predictors.lifetime.examples import (
     LIFETIME_FRACTIONS,
     REASON_NEGATIVE_LIFETIME,
     REASON_ZERO_LIFETIME,
+    censoring_weighted,
     default_uptime_ages_s,
     label_known,
     long_lived_labels,
@@ -257,3 +258,42 @@ def test_started_before_trace_and_label_known_masks():
     # Observed until 100 s: a label up to 60 s is known for starts at or before 40 s.
     np.testing.assert_array_equal(label_known(instances, 100 * US, 60.0),
                                   [True, True, True, True, False])
+
+
+def test_censoring_weights_by_hand():
+    """Arrivals at hours 0, 2, 4, 6, 8 of a period ending at hour 10, cap 5 h: each example
+    weighs 1 / the share of arrivals observed for min(lifetime, uptime + cap)."""
+    hour = 3600
+    instances = _instances([0.5 * hour, 0.5 * hour], [3.5 * hour, None])
+    population_us = np.array([0, 2, 4, 6, 8]) * hour * US
+    examples, _ = make_age_examples(instances, cap_s=5 * hour, uptime_ages_s=[hour, 4 * hour],
+                                    observation_end_us=10 * hour * US)
+    weighted = censoring_weighted(examples, population_us, 10 * hour * US,
+                                  min_probability=0.25)
+    got = sorted(zip(weighted.row, weighted.uptime_s, weighted.weight))
+    # The finished one needs 3 h at ages 0 and 1 h (observed that long: 4 of 5 arrivals);
+    # the censored one 5 h at age 0 and 6 h at 1 h (3 of 5), 9 h at 4 h (1 of 5 < 0.25:
+    # left out).
+    assert got == [(0, 0.0, 1.25), (0, hour, 1.25), (1, 0.0, 5 / 3), (1, hour, 5 / 3)]
+    assert np.array_equal(examples.sample_weight(), np.ones(len(examples)))
+
+
+def test_censoring_weights_undo_the_short_skew_of_recent_arrivals():
+    """Lifetimes independent of the arrival: at age 0, the weighted mean of the labels of
+    every arrival seen until the split matches that of the whole population's, where the
+    unweighted mean of the same examples is skewed short."""
+    rng = np.random.default_rng(0)
+    n, window_s, cap_s = 40_000, 10 * DAY_S, 5 * DAY_S
+    start_s = rng.uniform(0, window_s, n)
+    lifetime_s = 10 ** rng.uniform(1, 6, n)
+    end_s = start_s + lifetime_s
+    instances = _instances(start_s, [e if e < window_s else None for e in end_s])
+    examples, _ = make_age_examples(instances, cap_s=cap_s, uptime_ages_s=[],
+                                    observation_end_us=int(window_s * US))
+    weighted = censoring_weighted(examples, instances["start_time"].to_numpy(),
+                                  int(window_s * US), min_probability=0.1)
+    truth = np.log10(np.clip(lifetime_s, 1, cap_s)).mean()
+    plain = examples.log10_remaining_s.mean()
+    reweighted = np.average(weighted.log10_remaining_s, weights=weighted.weight)
+    assert plain < truth - 0.1
+    assert abs(reweighted - truth) < 0.02

@@ -64,6 +64,38 @@ def error_histogram(histogram: pd.DataFrame):
     return fig
 
 
+def by_variant(tables: dict) -> dict:
+    """The lifetime tables with each model named "<model>@<variant>" when the run trained
+    feature variants (lifetime_model.variant), so that every figure and table tells them
+    apart; as they are otherwise."""
+    variants = set(tables["lifetime_models"]["variant"]) if "lifetime_models" in tables else set()
+    if variants <= {"default"}:
+        return tables
+    renamed = dict(tables)
+    for name, table in tables.items():
+        if name.startswith("lifetime_") and {"model", "variant"} <= set(table.columns):
+            renamed[name] = table.assign(model=table["model"] + "@" + table["variant"])
+    return renamed
+
+
+def aging(by_period: pd.DataFrame):
+    """AUC and F1 of each model's answer at arrival per period after the split: the age of
+    the model ([Barbalho23] Fig. 14)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
+    for i, (model, rows) in enumerate(by_period.groupby("model", sort=False)):
+        rows = rows.sort_values("period")
+        for ax, metric in zip(axes, ("auc", "f1")):
+            ax.plot(rows["period"], rows[metric], label=model, **line_style(i))
+    for ax, title in zip(axes, ("AUC of \"long-lived\" at arrival", "F1 at the decision")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("periods after the split (evaluation_period_s)")
+        ax.grid(alpha=0.3)
+        ax.set_ylim(0, 1.02)
+    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    return fig
+
+
 def model_table(tables: dict) -> pd.DataFrame:
     """One row per model: C-index, and the long-lived classification at arrival (the
     regressors from lifetime_long_lived, LA's classifier from lifetime_la_classifier)."""
@@ -100,7 +132,11 @@ def section(tables: dict, config, figures) -> str:
     """The lifetime section's HTML, or "" when the run has no lifetime tables."""
     if "lifetime_concordance" not in tables or not len(tables["lifetime_concordance"]):
         return ""
+    tables = by_variant(tables)
     table = model_table(tables)
+    aged = ([figures.html(aging(tables["lifetime_by_period"]), "lifetime_aging",
+                          "The models by period after the split ([Barbalho23] Fig. 14)")]
+            if len(tables.get("lifetime_by_period", ())) else [])
     return "\n".join([
         "<h2>Lifetime models</h2>",
         figures.html(f1_vs_uptime(tables["lifetime_f1_by_age"],
@@ -112,8 +148,9 @@ def section(tables: dict, config, figures) -> str:
                      "([Ling25ext] App. C, Fig. 12)"),
         figures.html(model_comparison(table), "lifetime_model_comparison",
                      "Models compared, one metric per panel"),
+        *aged,
         "<h3>Models</h3>" + table.round(3).to_html(),
         "<h3>Trained models</h3>" + tables["lifetime_models"][
-            ["name", "kind", "train_instances", "train_examples", "num_trees"]].to_html(
+            ["name", "variant", "kind", "train_instances", "train_examples", "num_trees"]].to_html(
                 index=False),
     ])

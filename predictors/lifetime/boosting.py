@@ -35,7 +35,8 @@ def train_booster(matrix: np.ndarray, label: np.ndarray, start_time_us: np.ndarr
                   categorical_indices: Sequence[int], num_trees: int,
                   num_leaves: int, learning_rate: float, min_data_in_leaf: int, seed: int,
                   num_threads: int, validation_fraction: float, early_stopping_rounds: int,
-                  max_bin_by_feature: Optional[Sequence[int]] = None) -> lgb.Booster:
+                  max_bin_by_feature: Optional[Sequence[int]] = None,
+                  weight: Optional[np.ndarray] = None) -> lgb.Booster:
     """Trains a LightGBM booster, early-stopped on the latest-starting examples.
 
     Args:
@@ -46,6 +47,7 @@ def train_booster(matrix: np.ndarray, label: np.ndarray, start_time_us: np.ndarr
       validation_fraction, early_stopping_rounds: the examples whose instances start in the
         last `validation_fraction` of start times are held out; training stops after
         `early_stopping_rounds` rounds without improvement on them. Either one 0 disables.
+      weight: (n,) each example's weight in the loss (None: 1), the held-out ones' too.
 
     Returns:
       A booster holding only the trees up to the best iteration.
@@ -59,12 +61,16 @@ def train_booster(matrix: np.ndarray, label: np.ndarray, start_time_us: np.ndarr
         params["max_bin_by_feature"] = list(max_bin_by_feature)
     held_out = (time_validation_mask(start_time_us, validation_fraction)
                 if early_stopping_rounds > 0 else np.zeros(len(label), dtype=bool))
-    train_set = lgb.Dataset(matrix[~held_out], label[~held_out],
+    def weight_of(rows):
+        return None if weight is None else weight[rows]
+
+    train_set = lgb.Dataset(matrix[~held_out], label[~held_out], weight=weight_of(~held_out),
                             feature_name=list(feature_names),
                             categorical_feature=list(categorical_indices))
     if not held_out.any():
         return lgb.train(params, train_set, num_boost_round=num_trees)
-    valid_set = lgb.Dataset(matrix[held_out], label[held_out], reference=train_set)
+    valid_set = lgb.Dataset(matrix[held_out], label[held_out], weight=weight_of(held_out),
+                            reference=train_set)
     booster = lgb.train(params, train_set, num_boost_round=num_trees, valid_sets=[valid_set],
                         callbacks=[lgb.early_stopping(early_stopping_rounds, verbose=False)])
     return lgb.Booster(model_str=booster.model_to_string(num_iteration=booster.best_iteration))
@@ -102,8 +108,8 @@ class BoostedLifetimeModel(LifetimeModel):
                               self.time_origin_s).fit(instances)
 
     def _train(self, matrix: np.ndarray, label: np.ndarray, start_time_us: np.ndarray, *,
-               objective: str, max_bin_by_feature: Optional[Sequence[int]] = None
-               ) -> lgb.Booster:
+               objective: str, max_bin_by_feature: Optional[Sequence[int]] = None,
+               weight: Optional[np.ndarray] = None) -> lgb.Booster:
         """`train_booster` with the model's parameters on rows of `feature_names`."""
         return train_booster(
             matrix, label, start_time_us, objective=objective,
@@ -114,7 +120,7 @@ class BoostedLifetimeModel(LifetimeModel):
             seed=self.seed, num_threads=self.num_threads,
             validation_fraction=self.validation_fraction,
             early_stopping_rounds=self.early_stopping_rounds,
-            max_bin_by_feature=max_bin_by_feature)
+            max_bin_by_feature=max_bin_by_feature, weight=weight)
 
     def encode(self, instances) -> np.ndarray:
         """Encoded features, float64 (n_instances, n_instance_features); encode once per

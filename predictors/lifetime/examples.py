@@ -14,8 +14,11 @@ The cap (7 days, [Ling25ext] App. B) bounds the label, not the lifetime: a VM li
 also gives examples at uptimes beyond the cap labelled with the cap ("still long"). A
 right-censored instance (end_time null, observed for D) gives an example only where its label
 is known whatever its lifetime, D − Tu ≥ cap_s, labelled log10(cap_s); `label_known` selects
-the instances old enough for that, which the pipeline trains the regressors on. Zero or
-negative lifetimes are rejected with a reason.
+the instances old enough for that, which the pipeline trains the regressors on by default.
+`censoring_weighted` instead keeps every training instance and weighs each example by the
+inverse of the chance that an arrival of the training period had its label seen by the split
+(inverse probability of censoring weights). Zero or negative lifetimes are rejected with a
+reason.
 """
 
 import dataclasses
@@ -147,6 +150,7 @@ class LifetimeExamples:
       augmentation: ABSOLUTE_AGES or LIFETIME_FRACTIONS.
       uptime_fractions: the fractions of LIFETIME_FRACTIONS (empty for ABSOLUTE_AGES).
       uptime_ages_s: the age grid of ABSOLUTE_AGES (empty for LIFETIME_FRACTIONS).
+      weight: float64 (n_examples,), each example's training weight; None: all 1.
     """
 
     instances: pd.DataFrame
@@ -159,9 +163,14 @@ class LifetimeExamples:
     uptime_fractions: Tuple[float, ...]
     augmentation: str = LIFETIME_FRACTIONS
     uptime_ages_s: Tuple[float, ...] = ()
+    weight: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.row)
+
+    def sample_weight(self) -> np.ndarray:
+        """float64 (n_examples,): `weight`, or ones."""
+        return np.ones(len(self.row)) if self.weight is None else self.weight
 
     def to_frame(self) -> pd.DataFrame:
         """The examples table: instance_id (string), start_time (µs), uptime_s,
@@ -285,6 +294,31 @@ def label_known(instances: Instances, observation_end_us: int, horizon_s: float
     frame = instances_frame(instances)
     started = pd.to_numeric(frame["start_time"]).to_numpy(np.float64, na_value=np.nan)
     return started <= observation_end_us - horizon_s * 1e6
+
+
+def censoring_weighted(examples: LifetimeExamples, population_start_us: np.ndarray,
+                       observation_end_us: int, min_probability: float) -> LifetimeExamples:
+    """`examples` weighted by the inverse probability of censoring, for training on every
+    instance of a training period that ends at `observation_end_us`.
+
+    The label of an example at uptime u of an instance living T is seen once the instance
+    has been observed for min(T, u + cap_s); an arrival of the period is observed that long
+    with probability G = P(observation_end − start ≥ min(T, u + cap_s)), the share of
+    `population_start_us` (µs, every arrival of the period) that started early enough. Each
+    kept example weighs 1/G, so that long-lived VMs, whose labels recent arrivals hide, count
+    as often as they arrive (unbiased when the arrival time says nothing of the lifetime).
+    Examples with G < `min_probability` are dropped, which bounds a weight by its inverse.
+    """
+    duration_s, _ = observed_lifetimes(examples.instances, observation_end_us)
+    needed_s = np.minimum(duration_s[examples.row], examples.uptime_s + examples.cap_s)
+    observed_for_s = np.sort((observation_end_us - np.asarray(population_start_us,
+                                                              np.float64)) / 1e6)
+    seen = 1.0 - np.searchsorted(observed_for_s, needed_s, side="left") / len(observed_for_s)
+    keep = seen >= min_probability
+    return dataclasses.replace(
+        examples, row=examples.row[keep], uptime_s=examples.uptime_s[keep],
+        log10_remaining_s=examples.log10_remaining_s[keep], censored=examples.censored[keep],
+        weight=examples.sample_weight()[keep] / seen[keep])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -71,23 +71,25 @@ class UptimeLifetimeModel(BoostedLifetimeModel):
         return self.encoder_.feature_names_ + ([UPTIME_FEATURE] if self.use_uptime else [])
 
     def fit(self, examples: LifetimeExamples) -> "UptimeLifetimeModel":
-        """Fits the encoder on the examples' instances, then the booster on the examples
-        (on those at uptime 0 only without `use_uptime`)."""
+        """Fits the encoder on the examples' instances, then the booster on the examples,
+        with their weights (on those at uptime 0 only without `use_uptime`)."""
         self.encoder_ = self._fit_encoder(examples.instances)
         instance_matrix = self.encoder_.transform(examples.instances)
         row, uptime_s, label = examples.row, examples.uptime_s, examples.log10_remaining_s
+        weight = examples.weight
         if self.use_uptime:
             matrix = np.column_stack([instance_matrix[row], log10_uptime(uptime_s)])
         else:
             at_arrival = uptime_s == 0
             row, label = row[at_arrival], label[at_arrival]
+            weight = None if weight is None else weight[at_arrival]
             matrix = instance_matrix[row]
         if len(label) == 0:
             raise ValueError("no training examples (the no-uptime model needs uptime-0 ones)")
         n_instance_features = instance_matrix.shape[1]
         self.booster_ = self._train(
             matrix, label, examples.instances["start_time"].to_numpy(np.float64)[row],
-            objective="regression",
+            objective="regression", weight=weight,
             max_bin_by_feature=([255] * n_instance_features + [self.uptime_max_bin]
                                 if self.use_uptime else None))
         self.cap_s_, self.min_remaining_s_ = examples.cap_s, examples.min_remaining_s

@@ -15,6 +15,7 @@ from pipelines.stages.lifetime import sampling
 from predictors.lifetime.examples import (
     LIFETIME_FRACTIONS,
     TimeSplit,
+    censoring_weighted,
     default_uptime_ages_s,
     label_known,
     make_examples,
@@ -124,13 +125,39 @@ def examples_of(instances: pd.DataFrame, observation_end_us: int, config,
     return examples
 
 
-def regression_mask(split: TimeSplit, config) -> np.ndarray:
-    """Bool over split.train: the instances the regressors learn from (module docstring)."""
+def labelled_mask(split: TimeSplit, config) -> np.ndarray:
+    """Bool over split.train: the instances whose every label up to the cap the split shows
+    (started at least lifetime_cap_s before it)."""
     return label_known(split.train, split.split_time_us, float(config.lifetime_cap_s))
+
+
+def censoring_weights(config) -> bool:
+    """Whether the regressors learn from every training instance, with censoring weights."""
+    return config.censoring == config.INVERSE_PROBABILITY_WEIGHTS
+
+
+def regression_mask(split: TimeSplit, config) -> np.ndarray:
+    """Bool over split.train: the instances the regressors learn from: the labelled ones,
+    or every one with censoring weights (`training_examples`)."""
+    if censoring_weights(config):
+        return np.ones(len(split.train), dtype=bool)
+    return labelled_mask(split, config)
 
 
 def regression_instances(split: TimeSplit, config) -> pd.DataFrame:
     return split.train[regression_mask(split, config)].reset_index(drop=True)
+
+
+def training_examples(labeled: pd.DataFrame, split: TimeSplit, config,
+                      augmentation: Optional[str] = None):
+    """The regressors' examples of their training instances `labeled`, observed until the
+    split, weighted for censoring when the config says so (`censoring_weighted`, over every
+    arrival of the training period)."""
+    examples = examples_of(labeled, split.split_time_us, config, augmentation)
+    if not censoring_weights(config):
+        return examples
+    return censoring_weighted(examples, split.train["start_time"].to_numpy(np.int64),
+                              split.split_time_us, config.min_observation_probability)
 
 
 def examples_table(split: TimeSplit, config) -> pa.Table:

@@ -8,7 +8,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import progress
-from pipelines.stages.lifetime.examples import examples_of, regression_instances
+from pipelines.stages.lifetime.examples import regression_instances, training_examples
 from predictors.lifetime.base import METADATA_FILE, ModelFiles
 from predictors.lifetime.examples import (
     TimeSplit,
@@ -25,9 +25,9 @@ def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
     """The models the config asks for (registry order), fitted on the training part; a model
     whose fitter finds nothing to learn from is left out, and the log says so."""
     labeled = regression_instances(split, config)
-    data = TrainingData(split, labeled, examples_of(labeled, split.split_time_us, config),
-                        lambda augmentation: examples_of(labeled, split.split_time_us, config,
-                                                         augmentation))
+    data = TrainingData(split, labeled, training_examples(labeled, split, config),
+                        lambda augmentation: training_examples(labeled, split, config,
+                                                               augmentation))
     names = [name for name in LIFETIME_MODELS if LIFETIME_MODELS[name].enabled(config)]
     fitted = {}
     for i, name in enumerate(names, 1):

@@ -12,8 +12,8 @@ from pipelines.io import sharding, spill
 from pipelines.io.failures import RunFailed
 from pipelines.stages.lifetime.examples import (
     examples_of,
+    labelled_mask,
     partition_instances,
-    regression_instances,
     regression_mask,
     split_instances,
     uptime_ages_s,
@@ -87,11 +87,12 @@ def split_counts(split: TimeSplit, before_trace: pd.DataFrame, config) -> pd.Dat
 
 def validation_instances(split: TimeSplit, config) -> pd.DataFrame:
     """The slice of the training period that sets the regressors' long-lived decisions: the
-    latest-starting `validation_fraction` of their training instances (all of them when that
-    slice is empty), observed until the split time. Early stopping holds out about the same
-    VMs (the examples of the latest-starting validation_fraction of the examples); with early
-    stopping off the decisions are set on VMs the model trained on."""
-    labeled = regression_instances(split, config)
+    latest-starting `validation_fraction` of the training instances whose labels are
+    complete (all of them when that slice is empty), observed until the split time. Early
+    stopping holds out about the same VMs (the examples of the latest-starting
+    validation_fraction of the examples); with early stopping off the decisions are set on
+    VMs the model trained on."""
+    labeled = split.train[labelled_mask(split, config)]
     held_out = time_validation_mask(labeled["start_time"].to_numpy(np.float64),
                                     config.validation_fraction)
     return labeled[held_out] if held_out.any() else labeled
@@ -296,7 +297,7 @@ def train_and_evaluate(element, config, model_dir: ModelDir):
                             f"{parts.used['start_time'].min()} µs to "
                             f"{parts.used['start_time'].max()} µs); change train_fraction "
                             "or split_time_us")
-    if not len(regression_instances(split, config)):
+    if not labelled_mask(split, config).any():
         raise RunFailed(f"lifetime_model.lifetime_cap_s: no training instance started "
                         f"lifetime_cap_s ({config.lifetime_cap_s} s) before the split at "
                         f"{split.split_time_us} µs, so no label is known; lower "

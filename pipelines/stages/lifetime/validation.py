@@ -61,6 +61,11 @@ def validate_config(check, config, field: str = "lifetime_model"):
                   f"{field}.long_lived_target_recall",
                   f"must be in (0, 1], got {config.long_lived_target_recall}")
     check.duration(config, "evaluation_period_s", field)
+    check.require(config.censoring != config.CENSORING_UNSPECIFIED, f"{field}.censoring",
+                  "must be LABELLED_ONLY or INVERSE_PROBABILITY_WEIGHTS")
+    check.require(0 < config.min_observation_probability <= 1,
+                  f"{field}.min_observation_probability",
+                  f"must be in (0, 1], got {config.min_observation_probability}")
     _validate_variants(check, config, field)
     validate_models(check, config, field)
     if config.HasField("examples"):
