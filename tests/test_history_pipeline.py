@@ -16,6 +16,7 @@ from pipelines import config as run_config
 from pipelines import schemas
 from pipelines.history import AddHistory
 from pipelines.io.sinks import ReadTable
+from pipelines.report import write_report
 from predictors.lifetime.history import HISTORY_STATISTICS, history_column
 from tests.helpers import loaded_tables_text, run_text_config
 
@@ -181,6 +182,10 @@ def test_models_that_know_the_customer_by_variant(tmp_path):
     # Placement replays each variant's model under its own label.
     sources = set(tables["placement_summary"]["lifetime_source"])
     assert {"oracle", "uptime_model@customer", "uptime_model@no_customer"} <= sources
+    # The report names each model by its variant and draws the age of the models.
+    page = write_report(str(tmp_path / "out")).read_text()
+    assert "la_classifier@customer" in page and "la_classifier@no_customer" in page
+    assert 'id="lifetime_aging"' in page
 
 
 @pytest.mark.parametrize("edit,field,message", [

@@ -244,3 +244,21 @@ def test_lava_limits_replays_lava_as_the_run_did(quick_run):
                              capture_output=True, text=True, timeout=600)
     assert printed.returncode == 0, printed.stderr
     assert f"| {OWN} | {own['uptime_model']:.2f} (" in printed.stdout
+
+
+@pytest.mark.real_data
+def test_the_customer_history_lifts_the_google_2011_jobs_classifier(quick_run):
+    """configs/google_2011_lifetime.textproto as --quick runs it (days 0-4.6, split at 1.5):
+    the user's history adds at least 0.15 AUC to LA's classifier and raises the uptime
+    model's C-index."""
+    from pipelines.query import query
+    results = quick_run[1] / "google_2011_lifetime"
+    if not (results / "fleetcast_manifest.json").is_file():
+        pytest.skip("../shared/data/google_2011 is absent: the run was skipped")
+    auc = query(str(results), "SELECT variant, auc FROM lifetime_la_classifier").to_pandas()
+    auc = dict(zip(auc["variant"], auc["auc"]))
+    assert auc["customer_small"] >= auc["no_customer"] + 0.15, auc
+    c_index = query(str(results), "SELECT variant, c_index FROM lifetime_concordance WHERE "
+                                  "model = 'uptime'").to_pandas()
+    c_index = dict(zip(c_index["variant"], c_index["c_index"]))
+    assert c_index["customer_small"] > c_index["no_customer"], c_index

@@ -183,3 +183,15 @@ def sweep_table(runs, sources):
         except NotComparable as e:
             rows.append({"lifetime source": source, "matches accuracy": str(e)})
     return pd.DataFrame(rows)
+
+
+CLASSIFIER_SQL = (
+    "SELECT variant, n, n_positive, 100.0 * n_positive / n AS long_pct, "
+    "100.0 * recall * n_positive / nullif(precision, 0) / n AS predicted_long_pct, precision, "
+    "recall, f1, auc FROM lifetime_la_classifier WHERE model = 'la_classifier' ORDER BY variant")
+
+
+def classifier_table(result):
+    """What LA-Binary's one-shot classes get wrong on the test tasks: the share of tasks
+    called long against the share that are, and the precision of the call."""
+    return result.sql(CLASSIFIER_SQL)
