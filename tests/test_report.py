@@ -43,7 +43,7 @@ output { num_shards: 1 }
 """
 FIGURES = ("overcommit_fig10", "placement_empty_hosts", "placement_summary",
            "placement_accuracy_sweep", "lifetime_f1_vs_uptime", "lifetime_error_histogram",
-           "lifetime_model_comparison", "shaping_fig2", "shaping_fig3")
+           "lifetime_model_comparison", "lifetime_aging", "shaping_fig2", "shaping_fig3")
 
 
 def fleetcast(*args, cwd):
