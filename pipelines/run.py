@@ -23,7 +23,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from google.protobuf import text_format
 
-from pipelines import progress, schemas, worker_guard
+from pipelines import dask_versions, progress, schemas, worker_guard
 from pipelines.history import AddHistory
 from pipelines.io import bigquery, coders, publish, sinks
 from pipelines.io.dead_letters import SummarizeCounts, all_rejected
@@ -215,6 +215,8 @@ def local_runner(options: PipelineOptions):
     """
     standard = options.view_as(StandardOptions)
     if standard.runner == "apache_beam.runners.dask.dask_runner.DaskRunner":
+        # Before the import: another Beam release may lack the private names it uses.
+        dask_versions.check_versions()
         from pipelines import dask_runner
         return dask_runner.DaskRunner()
     if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):

@@ -4,35 +4,14 @@
         [--format parquet|json] [--workers 2] [--skip_stages] [--skip_whole]
         [--dask] [--dask_memory_limit 10GB] [--dask_npartitions N] [--ingest_and_overcommit]
 
-Generates the synthetic cell-day (`fleetcast synth`, --machines machines x 1 day, ~16
-instances running per machine) into --data_dir, or reuses it when the directory holds a trace
-of the same arguments (its bench_cell_day.json says so). Then, each under `/usr/bin/time -v`
-on the DirectRunner with --workers worker processes (multi_processing):
-
-- the whole config in one run: the last line's numbers;
-- the same config cut into stages run one after the other, each reading the previous one's
-  Parquet tables: "tables" (source -> machines, instances, usage), "overcommit" (from the
-  usage table), "lifetime+placement" (from the instances and machines: the placement's
-  uptime model comes from the lifetime stage of the same run, so the two run together).
-
-With --dask the runs go to a local Dask cluster instead (`dask scheduler`, and `dask worker
---nworkers WORKERS --nthreads 1 --memory-limit DASK_MEMORY_LIMIT`, started here) with
---dask_npartitions (default: SHARDS, a partition per file): wall is the `fleetcast`
-process's, CPU and peak anonymous memory add the cluster's processes (sampled every second),
-peak RSS stays the `fleetcast` process's own.
-
---ingest_and_overcommit drops the lifetime and placement stages from the config (the part
-that spreads over any number of workers: run it with --workers 1 and 2 for the speed-up).
-
-Beam fuses a run's stages and runs them interleaved on its workers, so a stage's cost is
-only separable by running it alone: the stage runs add the cost of writing and re-reading the
-intermediate tables, so their sum exceeds the whole run's. Wall and CPU are those of the
-`fleetcast` process and every worker process it waited for; peak RSS is the largest of any one
-of them (a worker's peak), and peak_anon_gb the largest anonymous memory of any one of them,
-sampled every second: RSS also counts the pages of the spill files a worker maps, which the
-kernel drops under pressure and reads again. The last line reads
-`cell_day: windows=N wall_s=S cpu_s=C peak_rss_gb=G windows_per_s=R` (N usage windows, R = N /
-S; the sum of the stage runs, and their largest peak, with --skip_whole).
+Generates the synthetic cell-day (`fleetcast synth`) into --data_dir, or reuses one of the
+same arguments, then times under `/usr/bin/time -v` the whole config in one run, and the
+config cut into stages run one after the other ("tables", "overcommit",
+"lifetime+placement", each reading the previous one's tables), on the DirectRunner with
+--workers processes or with --dask on a local Dask cluster started here.
+--ingest_and_overcommit drops the lifetime and placement stages. What each figure counts
+(wall, CPU, peak RSS, peak anonymous memory) is on docs/performance.md; the last line reads
+`cell_day: windows=N wall_s=S cpu_s=C peak_rss_gb=G windows_per_s=R`.
 """
 
 import argparse

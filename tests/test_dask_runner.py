@@ -6,6 +6,7 @@ partitioning."""
 import collections
 import json
 import os
+import pathlib
 import random
 import subprocess
 import sys
@@ -241,3 +242,24 @@ def test_a_negative_partition_count_fails_the_run_in_one_line(tmp_path, capsys, 
     assert err[-1] == (f"fleetcast: run failed: --dask_npartitions={npartitions}: give at "
                        "least 1 (the partitions a Flatten or a grouping keeps at most)")
     assert not (tmp_path / "out" / "usage").exists()
+
+
+def test_a_dask_run_on_untested_versions_fails_at_start_in_one_line(tmp_path, monkeypatch):
+    from pipelines import dask_versions
+    versions = {"apache-beam": "2.78.0", "dask": "2026.8.0", "distributed": "2026.8.0"}
+    monkeypatch.setattr(dask_versions, "_installed", versions.get)
+    options = PipelineOptions(["--runner=apache_beam.runners.dask.dask_runner.DaskRunner"])
+    with pytest.raises(run.RunFailed, match=r"^the DaskRunner needs the versions its "
+                       r"translation was tested on: apache-beam 2\.78\.0 \(supported "
+                       r">=2\.77,<2\.78\); install them"):
+        run.local_runner(options)
+    dask_versions.check_versions({**versions, "apache-beam": "2.77.0"}.get)  # within range
+
+
+def test_the_installed_versions_are_supported_and_setup_asks_for_them():
+    from pipelines import dask_versions
+    dask_versions.check_versions()
+    setup = (pathlib.Path(__file__).resolve().parent.parent / "setup.py").read_text()
+    for package, supported in dask_versions.SUPPORTED.items():
+        extra = "apache-beam[dask]" if package == "apache-beam" else package
+        assert setup.count(f'"{extra}{supported}"') == 2, (package, supported)  # dask, test

@@ -13,14 +13,14 @@ from pipelines.stages import lifetime
 from pipelines.stages.lifetime.sampling import SampleCut, sample_keys, sampled
 from pipelines.stages.placement.pools import MODEL_COLUMNS, pool_inputs, prepare_pool
 from tests.helpers import run_text_config
-from tests.test_lifetime_pipeline import (
+from tests.lifetime_cases import (
     CAP_S,
     LIFETIME_CONFIG,
     TRAIN_FRACTION,
-    _expected_split,
-    _hand_made_instances,
-    _reference_examples,
-    _write_instances,
+    expected_split,
+    hand_made_instances,
+    reference_examples,
+    write_instances,
 )
 
 
@@ -76,8 +76,8 @@ def test_sample_keys_are_uniform():
 @pytest.fixture(scope="module")
 def capped_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("capped")
-    frame = _hand_made_instances()
-    directory = _write_instances(frame, root / "input_instances")
+    frame = hand_made_instances()
+    directory = write_instances(frame, root / "input_instances")
     config = LIFETIME_CONFIG.replace("num_shards: 3", "num_shards: 3 max_training_instances: 300")
     tables = run_text_config(f'instances {{ input {{ parquet: "{directory}" }} }}\n' + config,
                              root / "out")
@@ -92,7 +92,7 @@ def test_a_capped_run_trains_and_evaluates_on_exactly_its_sample(capped_run):
     keys = sample_keys(table, seed=0)
     in_sample = keys <= np.sort(keys)[299]
     assert in_sample.sum() == 300
-    split_us, _, parts, _ = _expected_split(frame, CAP_S, TRAIN_FRACTION)
+    split_us, _, parts, _ = expected_split(frame, CAP_S, TRAIN_FRACTION)
     split = tables["lifetime_split"].set_index("split")
     for part, rows in parts.items():
         assert split.loc[part, "instances"] == (rows & in_sample).sum(), part
@@ -100,8 +100,8 @@ def test_a_capped_run_trains_and_evaluates_on_exactly_its_sample(capped_run):
     models = tables["lifetime_models"].set_index("name")
     assert models.loc["uptime", "train_instances"] == (parts["train"] & in_sample).sum()
     # Examples still come from every instance, in the sample or not.
-    split_us, observation_end, parts, view_end = _expected_split(frame, CAP_S, TRAIN_FRACTION)
-    reference = _reference_examples(frame, parts, view_end, split_us, observation_end, CAP_S)
+    split_us, observation_end, parts, view_end = expected_split(frame, CAP_S, TRAIN_FRACTION)
+    reference = reference_examples(frame, parts, view_end, split_us, observation_end, CAP_S)
     assert len(tables["lifetime_examples"]) == len(reference)
     outside = set(frame["instance_id"][~in_sample])
     assert outside & set(tables["lifetime_examples"]["instance_id"])
@@ -121,7 +121,7 @@ def test_max_training_instances_is_checked(value, problem):
 
 
 def test_instance_shards_travel_as_spill_files(tmp_path):
-    table = pa.Table.from_pandas(_hand_made_instances(), preserve_index=False)
+    table = pa.Table.from_pandas(hand_made_instances(), preserve_index=False)
     to = spill.SpillTo(str(tmp_path), 0)
     spilled = list(lifetime.shard_by_instance(table, 3, to))
     assert all(isinstance(rows, spill.Spilled) for _, rows in spilled)
@@ -130,7 +130,7 @@ def test_instance_shards_travel_as_spill_files(tmp_path):
 
 
 def test_a_pools_instance_rows_travel_as_a_spill_file(tmp_path):
-    frame = _hand_made_instances().dropna(subset=["pool", "end_time"])
+    frame = hand_made_instances().dropna(subset=["pool", "end_time"])
     frame = frame[frame["end_time"] > frame["start_time"]]
     columns = {f.name: pa.array(frame[f.name], f.type) if f.name in frame
                else pa.nulls(len(frame), f.type) for f in schemas.INSTANCES}

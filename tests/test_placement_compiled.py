@@ -234,3 +234,27 @@ def test_a_compiled_replay_holds_at_most_80_bytes_per_vm():
         tracemalloc.stop()
     assert (result.host_of_vm >= 0).all()
     assert peak_bytes / len(trace) <= 80
+
+
+def test_a_replay_says_when_it_is_loading_the_compiled_engine(monkeypatch):
+    """The progress line names the engine's loading while the first call runs, not a replay
+    stuck at 0 %."""
+    from pipelines.stages.placement.replays import describe_progress
+    from policies.replay.simulator import ReplayProgress
+    trace, pool = random_pool(0)
+    seen = []
+    advance = compiled.CompiledReplay.advance
+
+    def watched(engine, until_us):
+        seen.append((state.loading_engine, describe_progress(state, 0, 1)))
+        advance(engine, until_us)
+
+    monkeypatch.setattr(compiled.CompiledReplay, "advance", watched)
+    monkeypatch.setattr(compiled, "loaded", lambda: False)  # as on a fresh process
+    state = ReplayProgress()
+    simulate(trace, pool, Nilas(), OracleLifetimes(trace.lifetime_s()), progress=state,
+             warmup_s=3600)
+    assert seen and all(loading for loading, _ in seen)
+    assert "loading the compiled placement engine" in seen[0][1]
+    assert not state.loading_engine and "% of the replay window" in describe_progress(
+        state, 0, 1)

@@ -131,9 +131,12 @@ class PlacementResult:
 @dataclasses.dataclass
 class ReplayProgress:
     """How far a running replay has got, for progress reports from another thread: the trace
-    time (us) of the last arrival handled and the arrivals handled so far."""
+    time (us) of the last arrival handled and the arrivals handled so far; `loading_engine`
+    while the compiled engine is being loaded in this process (compiled, the first time on a
+    machine)."""
     now_us: Optional[int] = None
     arrivals: int = 0
+    loading_engine: bool = False
 
 
 def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy,
@@ -320,7 +323,9 @@ class _Replay:
         cursor = engine.cursor
 
         def advance(until_us: int) -> None:
+            self.progress.loading_engine = not compiled.loaded()
             engine.advance(until_us)
+            self.progress.loading_engine = False
             self.progress.now_us = int(cursor[compiled.NOW])
             self.progress.arrivals = int(cursor[compiled.ARRIVAL])
 

@@ -393,6 +393,9 @@ def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int, config) -> dic
 
 def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
     """A progress line of a running replay."""
+    if state.loading_engine:
+        return ("loading the compiled placement engine (compiled once per machine, about a "
+                "minute the first time)")
     now_us = start_us if state.now_us is None else state.now_us
     done = min(max((now_us - start_us) / max(end_us - start_us, 1), 0.0), 1.0)
     return f"{100 * done:.0f} % of the replay window, {state.arrivals:,} arrivals handled"

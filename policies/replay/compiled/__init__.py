@@ -73,6 +73,12 @@ _BUCKETS_US = np.array(TEMPORAL_COST_BUCKETS_S, np.int64) * 1_000_000
 _LAVA_BOUNDS_US = np.array(LAVA_CLASS_BOUNDS_S, np.int64) * 1_000_000
 
 
+def loaded() -> bool:
+    """Whether this process has the engine's kernel loaded (from numba's cache, or compiled
+    when the machine has none: about a minute)."""
+    return bool(run_until.signatures)
+
+
 def supports(policy, lifetimes, lars, pool: PoolState, uses_cache: bool) -> bool:
     """Whether this engine replays `policy` with `lifetimes` (see the module)."""
     if type(policy) not in (BestFit, Nilas, Lava) or lars is not None or pool.num_dims != 2:

@@ -1,38 +1,15 @@
 """The shaping simulator's step loop ([Pace18] §III-B, §IV-A): a workload on a cluster under
-a fitted shaping policy, one step of the workload's `step_s` at a time. Each step:
-
-1. applications submitted at this step join the FIFO queue (scheduler.py);
-2. every `interval_steps` steps the policy resizes the running components and may preempt;
-3. first fit on the hosts' free allocations: the waiting elastic components of running
-   applications, then the queue's head while all its core components fit (the head blocks
-   the queue). An admitted component gets the policy's target at once (its request until
-   its first forecast, [Pace18] §V's grace period);
-4. components use their series at their age. Failure model "host": a host whose usage
-   exceeds its capacity (CPU or memory, both incompressible) kills components, lowest
-   priority first, ties in a seeded order; "component": first, every component using more
-   than its own allocation is killed; "memory": CPU is compressible (a component's CPU use
-   is throttled to its allocation and never kills), a component using more memory than its
-   allocation is killed, then a host whose memory use exceeds its capacity kills as under
-   "host" ([Pace18]'s simulator: only OOM kills). A killed core component fails its
-   application;
-5. survivors age a step; a component ends at its length, an application with its last core
-   one. With `elastic_progress` an application instead holds C x L component-steps of work
-   (C components, L its longest core component's length) and advances by its running
-   components each step ([Pace18]'s simulator: progress proportional to the running
-   components): it ends, all its components with it, when the work is done; its components
-   replay their series cyclically (age modulo length), and a killed or preempted elastic
-   component takes back the work it did (its age).
-
-Growth (`growth`): "always" gives every component the policy's allocation; "if_free" grants
-a component's growth over its current allocation, per resource, only where its host has that
-much free after every shrink of the step (in component order), else the allocation stays
-([Pace18]'s simulator: a resize up needs free host resources, and a component left short is
-killed by the next check where it uses more than it has).
-
-A failed or fully preempted application restarts from age 0 at its original place in the
-queue; after `unshaped_after_failures` failures it runs at its requests for good, as
-[Pace18]'s simulator does (docs/stages/shaping.md, "The retry rule"). Overload is tested
-with a relative tolerance of 1e-9 of the capacity.
+a fitted shaping policy, one `step_s` at a time. Each step: submitted applications join the
+FIFO queue (scheduler.py); every `interval_steps` the policy resizes running components and
+may preempt; waiting elastic components, then the queue's head while all its core components
+fit, are placed first fit on the hosts' free allocations; components use their series at
+their age and the failure model (`host`, `component`, `memory`) kills those over capacity or
+allocation (a killed core component fails its application); survivors age, and an
+application ends with its last core component (or, with `elastic_progress`, when its work
+is done). `growth` "if_free" grants a resize up only where the host has room. A failed or
+fully preempted application restarts from age 0 at its place in the queue, and runs at its
+requests after `unshaped_after_failures` failures. docs/stages/shaping.md states each rule
+in full; overload is tested with a relative tolerance of 1e-9 of the capacity.
 """
 
 import dataclasses
