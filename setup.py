@@ -15,7 +15,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[
         "pipelines", "pipelines.*", "predictors", "predictors.*", "policies", "policies.*",
         "synthetic", "synthetic.*", "configs", "fleetcast_testing", "fleetcast_testing.*"]),
-    package_data={"configs": ["*.proto", "*.textproto"]},
+    package_data={"configs": ["*.proto", "*.textproto"], "pipelines.report": ["*.css"]},
     install_requires=[
         "apache-beam[gcp]",
         # DuckDB 2.0 prunes Parquet row groups by min/max statistics that leave NaN out, so

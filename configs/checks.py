@@ -7,6 +7,7 @@ Every validator in fleetcast (the run config's, and each registry entry's) repor
 
 import dataclasses
 import math
+import os
 import re
 from typing import Callable, Optional
 
@@ -46,6 +47,18 @@ def size(num_bytes: float) -> str:
 
 # Durations in seconds (`_s` fields): longer than any trace (the public ones span a month),
 # and small enough that one in µs added to trace times stays far inside int64.
+PROCESSES_PER_CORE = 4
+
+
+def max_worker_processes(what: str) -> Limit:
+    """PROCESSES_PER_CORE worker processes per core of this machine; `what` each process
+    holds, for the message."""
+    cores = os.cpu_count() or 1
+    return Limit(PROCESSES_PER_CORE * cores, "processes",
+                 f"{PROCESSES_PER_CORE} x this machine's {cores} cores (more only share "
+                 f"the cores, each {what})")
+
+
 MAX_DURATION = Limit(10 * 365 * DAY_S, "s (10 years)",
                      "longer than any trace; in µs, added to trace times, it must fit an int64")
 # Trace times (`_us` fields) within ten years of the trace start: sums of them and of

@@ -29,9 +29,10 @@ import traceback  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
-from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions  # noqa: E402
 
 import synthetic  # noqa: E402
+from configs.checks import max_worker_processes  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
 from pipelines import heap, progress, worker_guard  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
@@ -99,6 +100,18 @@ def check_beam_args(beam_args, own_options=("--output_dir",)):
     if problems:
         raise UsageError("options that neither fleetcast nor Beam knows (fleetcast run --help):"
                          + "".join(f"\n  {problem}" for problem in problems))
+    _check_direct_workers(beam_args)
+
+
+def _check_direct_workers(beam_args):
+    """UsageError for a --direct_num_workers below 0 or above the machine's bound (each
+    worker is a process of its own with the pipeline's state)."""
+    workers = PipelineOptions(list(beam_args)).view_as(DirectOptions).direct_num_workers
+    limit = max_worker_processes("a Python process with its share of the pipeline")
+    if workers < 0 or workers > limit.maximum:
+        raise UsageError(f"--direct_num_workers={workers}: "
+                         + ("must be at least 0 (0: one per core)" if workers < 0
+                            else limit.problem(workers)))
 
 
 def _read_table(root: str, manifest: dict, name: str):
@@ -116,7 +129,8 @@ def _read_table(root: str, manifest: dict, name: str):
 
 
 def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
-    """Where the results are, rows per table, per-source counts and dead-letter reasons."""
+    """Where the results are, rows per table, per-source counts, dead-letter reasons and
+    what the stages left out by design."""
     out = out or sys.stdout
     if output.parquet_dir is None:
         print(f"Results: BigQuery dataset {output.bigquery_dataset}, tables: "
@@ -137,12 +151,18 @@ def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
             print(f"  {row.source}.{row.table:<22} {row.read:>10,} {row.kept:>10,} "
                   f"{row.rejected:>8,}", file=out)
     dead = _read_table(root, manifest, "dead_letters")
-    print(f"Dead letters: {len(dead):,}", file=out)
+    print(f"Dead letters (malformed rows): {len(dead):,}", file=out)
     if len(dead):
         reasons = collections.Counter(
             f"{r.source}.{r.table}: {r.reason}" for r in dead.itertuples())
         for reason, n in reasons.most_common(10):
             print(f"  {n:>8,}  {reason}", file=out)
+    excluded = _read_table(root, manifest, "exclusions")
+    if len(excluded):
+        print(f"Left out by design (exclusions, not errors): {excluded['rows'].sum():,}",
+              file=out)
+        for row in excluded.sort_values("rows", ascending=False).head(10).itertuples():
+            print(f"  {row.rows:>8,}  {row.stage}.{row.table}: {row.reason}", file=out)
 
 
 def print_counters(counters, out=None):
@@ -177,6 +197,7 @@ def _run(args, beam_args):
     if args.verbose:  # worker processes print their tracebacks too (pipelines/worker_quiet.py)
         os.environ["FLEETCAST_WORKER_TRACEBACKS"] = "1"
     config = run_config.load_config(args.config)
+    print_warnings(args.config, config)
     name = run_config.config_name(config, args.config)
     output_dir = args.output_dir or FileSystems.join("results", name)
     started = time.time()
@@ -196,10 +217,17 @@ def _validate(path, check_inputs: bool = False):
     for problem in missing:
         print(f"fleetcast: warning: {path}: {problem} (the config is valid; `fleetcast run` "
               "fails until the input is there)", file=sys.stderr)
+    print_warnings(path, config)
     name = run_config.config_name(config, path)
     stages = ["source: " + (config.WhichOneof("source") or "loaded tables")] + [
         stage.summary(getattr(config, field)) for field, stage in configured_stages(config)]
     print(f"{path}: valid config {name!r} ({'; '.join(stages)})")
+
+
+def print_warnings(path: str, config):
+    """`fleetcast: warning: CONFIG: ...` on stderr for each known-bad combination."""
+    for line in run_config.warnings(config):
+        print(f"fleetcast: warning: {path}: {line}", file=sys.stderr)
 
 
 def one_line(message: str) -> str:
@@ -230,15 +258,19 @@ def _validate_all(paths, check_inputs: bool = False):
 
 
 def _synth(args):
+    importlib.import_module("synthetic.ownership")  # --out's rules: only this command's
     started = time.time()
     try:
-        summary = synthetic.generate(
-            args.out, machines=args.machines, days=args.days, seed=args.seed,
+        summary = synthetic.ownership.synth(args.out, dict(
+            machines=args.machines, days=args.days, seed=args.seed,
             arrival_rate_per_machine_hour=args.arrival_rate, request_scale=args.request_scale,
             file_format=args.format, layout=args.layout, shards=args.shards,
-            processes=args.processes)
-    except ValueError as e:
+            processes=args.processes))
+    except ValueError as e:  # out of bounds, or refused by --out's owner (RunFailed)
         raise UsageError(f"synth: {e}") from None
+    except OSError as e:  # a full disk, ...: the next synth into --out cleans up
+        print(f"fleetcast: synth: failed: {one_line(str(e))}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     print(f"synthetic trace written to {args.out} in {time.time() - started:.1f} s")
     for table, rows in summary.get("rows", {}).items():
         print(f"  {table:<20} {rows:>10,} rows")
@@ -246,17 +278,24 @@ def _synth(args):
 
 
 def _query(args) -> int:
+    import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    from pipelines.query import QueryError, query  # DuckDB only for this command
+    # DuckDB only for this command
+    from pipelines.query import BATCH_ROWS, QueryError, open_result, text_table
+    as_text = args.format == "table"
+    batch_rows = min(args.max_rows + 1, BATCH_ROWS) if as_text else BATCH_ROWS
     try:
-        table = query(args.results_dir, args.sql)
+        with open_result(args.results_dir, args.sql, batch_rows) as result:
+            if as_text:
+                print(text_table(result, args.max_rows))
+                return 0
+            header = _flat(result.schema.empty_table()).schema
+            with pa_csv.CSVWriter(sys.stdout.buffer, header) as csv:  # every row, as computed
+                for batch in result:
+                    csv.write_table(_flat(pa.Table.from_batches([batch])))
     except QueryError as e:
         raise UsageError(str(e)) from None
-    if args.format == "csv":
-        pa_csv.write_csv(_flat(table), sys.stdout.buffer)
-    else:
-        print(table.to_pandas().to_string(index=False, max_rows=args.max_rows))
     return 0
 
 
@@ -274,6 +313,7 @@ def _flat(table):
 
 
 def _reproduce(args) -> int:
+    from pipelines.io.owned_files import Refused
     from pipelines.reproduce.page import counts_text, read_marker
     from pipelines.reproduce.registry import reproduce  # the papers' modules only here
     configure_logging(quiet=args.quiet)
@@ -284,7 +324,10 @@ def _reproduce(args) -> int:
         raise UsageError(f"{pages_dir}: cannot write the pages: {e.strerror or e}") from None
     started = time.time()
     with worker_guard.ended_by_signals():
-        pages = reproduce(args.paper, args.quick, args.output_dir, args.docs_dir)
+        try:
+            pages = reproduce(args.paper, args.quick, args.output_dir, args.docs_dir)
+        except Refused as e:  # a file of the user's in the way, or another command's lock
+            raise UsageError(str(e)) from None
     for page in pages:
         print(f"{page.stem}: {counts_text(read_marker(page)['counts'])}: {page}")
     print(f"fleetcast reproduce {args.paper}{' --quick' if args.quick else ''}: {len(pages)} "

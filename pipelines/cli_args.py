@@ -111,7 +111,8 @@ def _add_query(commands):
         "query", help="SQL over a run's tables (DuckDB, or BigQuery)",
         formatter_class=HelpFormatter,
         description="Runs SQL over the Parquet tables of a local results directory: every\n"
-                    "table is a view named after it (DuckDB's SQL dialect). With\n"
+                    "table is a view named after it (DuckDB's SQL dialect), read-only: one\n"
+                    "SELECT, which reads those tables' files and nothing else. With\n"
                     "bq://PROJECT.DATASET, runs it in BigQuery over a run's output dataset\n"
                     "(tables by their bare names; BigQuery's SQL dialect).",
         epilog="examples:\n  fleetcast query results/demo \"SELECT policy, lifetime_source, "
@@ -121,11 +122,19 @@ def _add_query(commands):
     query.add_argument("results_dir", metavar="RESULTS_DIR",
                        help="a results directory written by `fleetcast run`, or "
                             "bq://PROJECT.DATASET of a run that wrote to BigQuery")
-    query.add_argument("sql", metavar="SQL", help="the query")
+    query.add_argument("sql", metavar="SQL",
+                       help="one read-only SELECT statement (also DESCRIBE, SHOW, SUMMARIZE) "
+                            "over the run's tables; any other statement is refused")
     query.add_argument("--format", choices=("table", "csv"), default="table",
                        help="a text table, or CSV with a header (every row)")
-    query.add_argument("--max_rows", type=int, default=100,
-                       help="rows a text table shows (the first and last halves)")
+
+    def row_count(text: str) -> int:
+        """A --max_rows value: a whole number of rows, 0 or more."""
+        if not (text.isascii() and text.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of rows (0 or more)")
+        return int(text)
+    query.add_argument("--max_rows", type=row_count, default=100, metavar="N",
+                       help="rows a text table shows: the first N (the result is read no further)")
 
 
 def _add_estimate(commands):
@@ -193,7 +202,12 @@ def _add_synth(commands):
     synth = commands.add_parser(
         "synth", help="write a synthetic Google-v3-format trace", formatter_class=HelpFormatter,
         description="Writes a synthetic Google cluster trace v3 (machine_events,\n"
-                    "collection_events, instance_events, instance_usage) under --out.")
+                    "collection_events, instance_events, instance_usage) under --out, in\n"
+                    "place of the trace an earlier synth wrote there (listed in its\n"
+                    "fleetcast_synth_manifest.json), holding --out's lock as `run` does. It\n"
+                    "refuses (exit 2), before writing, an argument beyond its bound and a file\n"
+                    "in the way that no synth manifest lists: it never replaces or deletes a\n"
+                    "file it did not write.")
     synth.add_argument("--out", required=True, metavar="DIR",
                        help="output directory, local or any Beam file system (gs://...)")
     synth.add_argument("--machines", type=int, default=default["machines"], metavar="N",

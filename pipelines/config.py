@@ -125,6 +125,13 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
     return check.problems
 
 
+def warnings(config: fleetcast_pb2.RunConfig):
+    """One-line warnings for a valid config's combinations that are known to lose or to do
+    nothing (each stage's `warn`)."""
+    return [line for field, stage in configured_stages(config) if stage.warn
+            for line in stage.warn(getattr(config, field))]
+
+
 def _validate_output(check, output):
     check.positive(output, "num_shards", "output")
     if output.WhichOneof("sink") == "bigquery_dataset":

@@ -219,6 +219,23 @@ class _BagVisitor(PipelineVisitor):
         return [bag for node, bag in self._bags.items() if node not in self._read]
 
 
+# Beam's DaskOptions (by their dest) that must be at least 1 when given, and why.
+POSITIVE_OPTIONS = {
+    "npartitions": ("--dask_npartitions", "the partitions a Flatten or a grouping keeps at most"),
+    "partition_size": ("--dask_partition_size", "the elements of a partition"),
+    "connection_limit": ("--dask_connection_limit", "the client's open connections"),
+}
+
+
+def check_options(dask_options: dict):
+    """RunFailed naming the first Dask option out of its range (Beam itself takes 0 for "not
+    given" and lets Dask fail later on a negative number)."""
+    for dest, (option, what) in POSITIVE_OPTIONS.items():
+        value = dask_options.get(dest)
+        if value is not None and value < 1:
+            raise RunFailed(f"{option}={value}: give at least 1 ({what})")
+
+
 class DaskRunner(dask_runner.DaskRunner):
     """Runs a pipeline on the Dask cluster of --dask_client_address (module docstring)."""
 
@@ -234,13 +251,11 @@ class DaskRunner(dask_runner.DaskRunner):
     def run_pipeline(self, pipeline, options):
         dask_options = options.view_as(dask_runner.DaskOptions).get_all_options(
             drop_default=True, current_only=True)
+        check_options(dask_options)
         bag_kwargs = dask_runner.DaskOptions._extract_bag_kwargs(dask_options)
-        if bag_kwargs.get("npartitions", 1) < 1:  # 0 is Beam's "not given", dropped above
-            raise RunFailed(f"--dask_npartitions={bag_kwargs['npartitions']}: give at least 1 "
-                            "(the partitions a Flatten or a grouping keeps at most)")
         try:
             client = dask.distributed.Client(**dask_options)
-        except OSError as e:  # no scheduler there: the option is wrong, not fleetcast
+        except (OSError, ValueError) as e:  # no scheduler there, or not an address
             raise RunFailed(f"--dask_client_address={dask_options.get('address')}: cannot "
                             f"reach a Dask scheduler: {e}") from None
         # One collection, the leaves' element counts: computing it runs every leaf, and

@@ -26,7 +26,7 @@ from google.protobuf import text_format
 from pipelines import dask_versions, progress, schemas, worker_guard
 from pipelines.history import AddHistory
 from pipelines.io import bigquery, coders, publish, sinks
-from pipelines.io.dead_letters import SummarizeCounts, all_rejected
+from pipelines.io.dead_letters import SummarizeCounts, SummarizeExclusions, all_rejected
 from pipelines.io.failures import RunFailed
 from pipelines.sources.registry import SOURCES
 from pipelines.stages import registry as stage_registry
@@ -110,11 +110,12 @@ def stages(config, work_dir: str):
 
 def add_stage_outputs(outputs: Dict[str, beam.PCollection], new: Dict[str, beam.PCollection],
                       label: str):
-    """Merges a stage's tables into `outputs` (dead letters are flattened together)."""
+    """Merges a stage's tables into `outputs` (dead letters and exclusions are flattened
+    together)."""
     for name, tables in new.items():
-        if name == "dead_letters":
+        if name in ("dead_letters", "exclusions"):
             outputs[name] = ((outputs[name], tables)
-                             | f"{label}DeadLetters" >> beam.Flatten())
+                             | f"{label}Flatten_{name}" >> beam.Flatten())
         elif name in outputs:
             raise ValueError(f"stage {label} writes table {name!r} a second time")
         else:
@@ -159,6 +160,7 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
     """
     coders.register()
     outputs = dict(pipeline | "Canonical" >> ReadCanonicalTables(config, work_dir))
+    outputs["exclusions"] = pipeline | "NoExclusions" >> beam.Create([])
     if config.HasField("customer_history"):
         outputs["instances"] = outputs["instances"] | "CustomerHistory" >> AddHistory(
             config.customer_history)
@@ -170,6 +172,7 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
                 load_or_write.output, schemas.CANONICAL[name])
     for label, stage in stages(config, work_dir):
         add_stage_outputs(outputs, dict(outputs) | label >> stage, label)
+    outputs["exclusions"] = outputs["exclusions"] | "Exclusions" >> SummarizeExclusions()
     # A loaded table is stored at its input location already; writing it again would be a
     # pure copy.
     absent = absent_tables(config)

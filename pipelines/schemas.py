@@ -158,7 +158,7 @@ USAGE = table("one row per instance and 5-minute usage window, with the request 
     _ALLOC_COLLECTION_ID,
 ])
 
-DEAD_LETTERS = table("one row per rejected input row, with why", [
+DEAD_LETTERS = table("one row per rejected input row: malformed, or contradicting the schema", [
     column("source", pa.string(), "the source or stage that rejected it (google_v3, "
            "placement, ...)", nullable=False),
     column("table", pa.string(), "the table the row came from", nullable=False),
@@ -174,6 +174,15 @@ SOURCE_COUNTS = table("one row per source table: rows read, kept and rejected", 
     column("read", pa.int64(), "rows read (rows)", nullable=False),
     column("kept", pa.int64(), "rows that passed validation (rows)", nullable=False),
     column("rejected", pa.int64(), "rows sent to dead_letters (rows)", nullable=False),
+])
+
+EXCLUSIONS = table("rows a stage leaves out by design (what it does not model), counted per "
+                   "reason; not errors", [
+    column("stage", pa.string(), "the stage that left them out (placement, shaping, ...)",
+           nullable=False),
+    column("table", pa.string(), "the table the rows came from", nullable=False),
+    column("reason", pa.string(), "what the stage does not model", nullable=False),
+    column("rows", pa.int64(), "rows left out (rows)", nullable=False),
 ])
 
 # Lifetime stage (pipelines/stages/lifetime/). Models are named as in its registry
@@ -740,6 +749,7 @@ TABLES = {
     **CANONICAL,
     "dead_letters": DEAD_LETTERS,
     "source_counts": SOURCE_COUNTS,
+    "exclusions": EXCLUSIONS,
     **LIFETIME_TABLES,
     **OVERCOMMIT_TABLES,
     **PLACEMENT_TABLES,

@@ -13,7 +13,10 @@ their tasks' lifetimes and fates), placement (each task on a random machine with
 (instance_usage per 5-minute window), events (the event tables), writers (JSON / CSV lines,
 Arrow tables, shard files), trace (`sample_trace` and `generate`: a large cell in blocks of
 machines), parallel (the worker processes that sample blocks and write files), constants
-(shared enums, table names, file suffixes and layouts, units).
+(shared enums, table names, file suffixes and layouts, units). The `fleetcast synth` command
+adds bounds (its arguments' limits) and ownership (its output directory's manifest, lock and
+atomic publication); they import the pipeline's modules, so this package does not import
+them.
 """
 
 from synthetic.constants import (

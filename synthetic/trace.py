@@ -9,6 +9,7 @@ sampled in parallel; a cell of at most BLOCK_MACHINES machines is one block.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -21,7 +22,7 @@ from synthetic.fleet import Fleet, sample_fleet
 from synthetic.placement import Placement, RandomFitReplay
 from synthetic.usage import UsageModel
 from synthetic.workload import Catalog, Jobs, Tasks, sample_workload
-from synthetic.writers import _shard_paths, _ShardWriter
+from synthetic.writers import _ShardWriter, shard_paths
 
 DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR = 0.25
 # Mean cpus x hours a collection requests: at the default arrival rate, about 65 % of the
@@ -53,10 +54,23 @@ class Trace:
                           self.placement, self.horizon_us)
 
 
-def _check_arguments(**values):
+def check_positive(**values):
+    """ValueError naming the first of `values` (argument name: number) that is not a finite
+    number > 0."""
     for argument, value in values.items():
-        if not value > 0:
-            raise ValueError(f"{argument} must be positive, got {value!r}")
+        # An int is finite at any size (math.isfinite overflows on one beyond a float).
+        finite = isinstance(value, int) or math.isfinite(value)
+        if not (finite and value > 0):
+            raise ValueError(f"{argument} must be {'' if finite else 'finite and '}positive, "
+                             f"got {value!r}")
+
+
+def trace_horizon_us(days: float) -> int:
+    """The trace's length in µs for `days` (> 0); ValueError when it is shorter than 2 µs."""
+    horizon = int(round(days * DAY_US))
+    if horizon < 2:
+        raise ValueError(f"days is too short: {days!r}")
+    return horizon
 
 
 def sample_trace(*, machines: int = 20, days: float = 2.0, seed: int = 0,
@@ -64,14 +78,12 @@ def sample_trace(*, machines: int = 20, days: float = 2.0, seed: int = 0,
                  request_scale: float = 1.0, processes: int = 1) -> Trace:
     """Samples the fleet, the catalog, the workload and its placement (see generate); the
     blocks of a large cell on `processes` processes, with the same result for any number."""
-    _check_arguments(machines=machines, days=days, request_scale=request_scale,
-                     processes=processes)
+    check_positive(machines=machines, days=days, request_scale=request_scale,
+                   processes=processes)
     if arrival_rate_per_machine_hour is None:
         arrival_rate_per_machine_hour = DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR / request_scale
-    _check_arguments(arrival_rate_per_machine_hour=arrival_rate_per_machine_hour)
-    horizon_us = int(round(days * DAY_US))
-    if horizon_us < 2:
-        raise ValueError(f"days is too short: {days!r}")
+    check_positive(arrival_rate_per_machine_hour=arrival_rate_per_machine_hour)
+    horizon_us = trace_horizon_us(days)
     fleet_rng, catalog_rng = (np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(s,)))
                               for s in (0, 1))
     fleet = sample_fleet(fleet_rng, machines, horizon_us)
@@ -171,7 +183,7 @@ def generate(out_dir: str, *, machines: int = 20, days: float = 2.0, seed: int =
       into shards of consecutive rows in time order, instance_usage into consecutive time
       ranges.
     """
-    _check_arguments(shards=shards, processes=processes)
+    check_positive(shards=shards, processes=processes)
     if file_format not in FILE_SUFFIXES:
         raise ValueError(f"file_format must be one of {sorted(FILE_SUFFIXES)}, got {file_format!r}")
     if layout not in LAYOUTS:
@@ -199,7 +211,7 @@ class _Writing:
         self.events = trace.event_tables()
         self.usage = trace.usage_model()
         self.file_format = file_format
-        self.paths = {table: _shard_paths(out_dir, table, shards, file_format, layout)
+        self.paths = {table: shard_paths(out_dir, table, shards, file_format, layout)
                       for table in TABLES}
         self.event_rows = {table: np.array_split(np.arange(self.events.n_rows(table)), shards)
                            for table in TABLES[:3]}

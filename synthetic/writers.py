@@ -127,8 +127,8 @@ class _ShardWriter:
         self._handle.close()
 
 
-def _shard_paths(out_dir: str, table: str, shards: int, file_format: str,
-                 layout: str = "tables") -> list[str]:
+def shard_paths(out_dir: str, table: str, shards: int, file_format: str,
+                layout: str = "tables") -> list[str]:
     """The table's shard files: out_dir/TABLE/TABLE-00000-of-0000N.SUFFIX ("tables"), or
     out_dir/TABLE-000000000000.SUFFIX ("public", as the trace's buckets name them)."""
     suffix = FILE_SUFFIXES[file_format]

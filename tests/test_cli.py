@@ -33,7 +33,7 @@ def test_run_prints_results_rows_counts_and_dead_letters(tmp_path, capsys):
     assert f"Results: {tmp_path / 'out'}" in printed
     for table in ("machines", "instances", "usage", "dead_letters", "source_counts"):
         assert os.path.join(str(tmp_path / "out"), table) in printed
-    assert "google_v3.instance_usage" in printed and "Dead letters: 0" in printed
+    assert "google_v3.instance_usage" in printed and "Dead letters (malformed rows): 0" in printed
 
 
 def test_run_fails_fast_on_a_missing_input(tmp_path, capsys):
@@ -115,6 +115,21 @@ def test_every_runners_options_are_accepted():
     # The DaskRunner's options are registered by its module, which the runner path names.
     cli.check_beam_args(["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
                          "--dask_client_address=tcp://HOST:8786"])
+
+
+@pytest.mark.parametrize("workers, message", [
+    ("-1", "must be at least 0 (0: one per core)"),
+    ("100000", "must be at most "),
+])
+def test_direct_workers_are_bounded_before_any_work(tmp_path, capsys, workers, message):
+    config = tmp_path / "small.textproto"
+    config.write_text(SMALL)
+    assert cli.main(["run", str(config), "--output_dir", str(tmp_path / "out"),
+                     f"--direct_num_workers={workers}"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"fleetcast: --direct_num_workers={workers}: {message}")
+    assert not (tmp_path / "out").exists()
+    cli.check_beam_args(["--direct_num_workers=2", "--direct_running_mode=multi_processing"])
 
 
 def test_validate_checks_every_config_and_reports_each_invalid_one(tmp_path, capsys):

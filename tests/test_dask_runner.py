@@ -229,19 +229,41 @@ def test_an_unreachable_scheduler_fails_the_run_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "out" / "usage").exists()
 
 
-@pytest.mark.parametrize("npartitions", ["-1", "-8"])
-def test_a_negative_partition_count_fails_the_run_in_one_line(tmp_path, capsys, npartitions):
+@pytest.mark.parametrize("option, message", [
+    ("--dask_npartitions=-1", "give at least 1 (the partitions a Flatten or a grouping keeps "
+                              "at most)"),
+    ("--dask_npartitions=-8", "give at least 1 (the partitions a Flatten or a grouping keeps "
+                              "at most)"),
+    # Beam reads 0 as "not given"; given, it is as wrong as -1.
+    ("--dask_npartitions=0", "give at least 1 (the partitions a Flatten or a grouping keeps "
+                             "at most)"),
+    ("--dask_partition_size=0", "give at least 1 (the elements of a partition)"),
+    ("--dask_connection_limit=-2", "give at least 1 (the client's open connections)"),
+])
+def test_a_dask_option_out_of_range_fails_the_run_in_one_line(tmp_path, capsys, option,
+                                                              message):
     config = tmp_path / "demo.textproto"
     config.write_text('name: "demo"\nsynthetic { machines: 2 days: 1 seed: 1 }\n')
     # Checked before the scheduler is reached (there is none at this address).
     assert run_cli(config, tmp_path / "out",
                    "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
                    "--dask_client_address=tcp://127.0.0.1:1", "--dask_connection_timeout=1",
-                   f"--dask_npartitions={npartitions}") == cli.EXIT_RUN_FAILED
+                   option) == cli.EXIT_RUN_FAILED
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"fleetcast: run failed: --dask_npartitions={npartitions}: give at "
-                       "least 1 (the partitions a Flatten or a grouping keeps at most)")
+    assert err[-1] == f"fleetcast: run failed: {option}: {message}"
     assert not (tmp_path / "out" / "usage").exists()
+
+
+def test_a_client_address_that_is_no_address_fails_the_run_in_one_line(tmp_path, capsys):
+    config = tmp_path / "demo.textproto"
+    config.write_text('name: "demo"\nsynthetic { machines: 2 days: 1 seed: 1 }\n')
+    assert run_cli(config, tmp_path / "out",
+                   "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+                   "--dask_client_address=not an address") == cli.EXIT_RUN_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("fleetcast: run failed: --dask_client_address=not an address: cannot "
+                       "reach a Dask scheduler: missing port number in address 'not an "
+                       "address'")
 
 
 def test_a_dask_run_on_untested_versions_fails_at_start_in_one_line(tmp_path, monkeypatch):

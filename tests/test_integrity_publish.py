@@ -32,10 +32,11 @@ def test_a_run_publishes_its_tables_with_a_manifest_written_last(tmp_path, capsy
     assert manifest["fleetcast_version"] == cli_args.version()
     assert manifest["started_at"] <= manifest["finished_at"]
     assert {name: t["rows"] for name, t in manifest["tables"].items()} == {
-        "dead_letters": 0, "instances": 2, "machines": 0, "source_counts": 2, "usage": 120}
+        "dead_letters": 0, "exclusions": 0, "instances": 2, "machines": 0,
+        "source_counts": 2, "usage": 120}
     assert sorted(manifest["files"]) == sorted(
         f for table in manifest["tables"].values() for f in table["files"])
-    assert len(manifest["files"]) == 5 * 4
+    assert len(manifest["files"]) == 6 * 4
     assert not list((out / publish.STATE_DIR).rglob("*.*"))  # nothing left staged
 
 
@@ -84,6 +85,19 @@ def test_a_run_killed_while_writing_leaves_the_previous_results_intact(tmp_path)
     assert not list(staging.rglob("*.parquet"))
 
 
+def test_a_manifest_write_killed_before_its_rename_leaves_no_file_after_the_next_run(
+        tmp_path):
+    out = tmp_path / "out"
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    # What write_json_atomic leaves when SIGKILL comes between its write and its rename.
+    left = out / "fleetcast_manifest.json.tmp-0a1b2c3d"
+    left.write_text('{"partial": ')
+    mine = out / "fleetcast_manifest.json.tmp-mine"  # not a name fleetcast writes
+    mine.write_text("the user's")
+    assert run_cli(tiny_config(tmp_path), out) == 0
+    assert not left.exists() and mine.read_text() == "the user's"
+
+
 def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_path, capsys):
     out = tmp_path / "out"
     config = tiny_config(tmp_path)
@@ -96,7 +110,7 @@ def test_a_second_run_into_the_directory_fails_at_once_naming_the_holder(tmp_pat
     started = time.time()
     assert run_cli(config, out) == cli.EXIT_RUN_FAILED
     assert time.time() - started < 5
-    assert (f"fleetcast: run failed: {out}: another fleetcast run is writing into this "
+    assert (f"fleetcast: run failed: {out}: another fleetcast command is writing into this "
             f"directory (pid {holder.pid} on {socket.gethostname()}, started "
             in capsys.readouterr().err)
     # A lock left by a killed run does not block: the kernel released it.
@@ -125,7 +139,7 @@ def test_user_files_stay_and_stale_tables_of_the_earlier_run_go(tmp_path):
         "notes.txt", "part-00000-of-00002.parquet", "part-00001-of-00002.parquet"]
     manifest = manifests.require(str(out))
     assert sorted(manifest["tables"]) == [
-        "dead_letters", "instances", "machines", "source_counts", "usage"]
+        "dead_letters", "exclusions", "instances", "machines", "source_counts", "usage"]
 
 
 def test_results_of_fleetcast_before_manifests_are_replaced_not_mixed(tmp_path):
@@ -229,7 +243,8 @@ def test_a_config_may_allow_a_table_whose_every_row_is_rejected(tmp_path, capsys
             "(output.allow_all_rows_rejected)") in capsys.readouterr().err
     manifest = manifests.require(str(out))
     assert {name: t["rows"] for name, t in manifest["tables"].items()} == {
-        "dead_letters": 5, "instances": 2, "machines": 0, "source_counts": 2, "usage": 0}
+        "dead_letters": 5, "exclusions": 0, "instances": 2, "machines": 0, "source_counts": 2,
+        "usage": 0}
     assert query(str(out), "SELECT \"table\", read, kept, rejected FROM source_counts "
                  "ORDER BY 1").to_pylist() == [
         {"table": "vm_cpu_readings", "read": 5, "kept": 0, "rejected": 5},

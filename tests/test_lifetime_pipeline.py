@@ -96,11 +96,15 @@ def test_split_table_accounts_for_every_valid_instance(hand_made_run):
     assert split.loc["train", "observation_end_us"] == split_us
 
 
-def test_bad_instances_are_dead_letters_with_reasons_and_raw_rows(hand_made_run):
+def test_bad_instances_are_dead_letters_and_unlearnable_ones_exclusions(hand_made_run):
     frame, tables, _ = hand_made_run
+    excluded = tables["exclusions"]
+    excluded = excluded[excluded["stage"] == "lifetime"]
+    assert dict(zip(excluded["reason"], excluded["rows"])) == {
+        BAD["zero"]: 2, BAD["featureless"]: 2}
     dead = tables["dead_letters"]
     dead = dead[dead["source"] == "lifetime"]
-    assert len(dead) == 6 and set(dead["table"]) == {"instances"}
+    assert len(dead) == 2 and set(dead["table"]) == {"instances"}
     for row in dead.itertuples():
         raw = json.loads(row.raw)
         assert row.reason == BAD[raw["instance_id"].rstrip("01")]

@@ -21,7 +21,7 @@ from google.protobuf import text_format
 from pipelines import config as run_config
 from pipelines import run as run_pipeline
 from pipelines.io.failures import RunFailed
-from tests.helpers import write_manifest
+from tests.helpers import read_table, write_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ("overcommit", "lifetime", "placement", "shaping")
@@ -86,6 +86,15 @@ def test_the_printed_command_runs_the_notebook(checkout, name):
     assert done.returncode == 0, done.stderr[-3000:]
     for figure in FIGURES[name]:
         assert (checkout / "results" / "demo" / figure).stat().st_size > 1000, figure
+
+
+@pytest.mark.slow
+def test_the_demos_clean_trace_has_no_dead_letters_and_counts_its_exclusions(checkout):
+    results = checkout / "results" / "demo"
+    assert len(read_table(results / "dead_letters")) == 0
+    excluded = read_table(results / "exclusions")
+    assert excluded["rows"].sum() > 0 and set(excluded["stage"]) <= {"shaping", "overcommit"}
+    assert "a later run of a task (each task's first run is replayed)" in set(excluded["reason"])
 
 
 # The helper itself, without a kernel.

@@ -451,7 +451,7 @@ def test_bad_input_is_counted_and_explained(hand_made_run):
     assert counts.loc["filter"].tolist() == [total, total - 1, 1, 0]
     assert counts.loc["metric"].tolist() == [total - 1, total - 2, 0, 1]
     assert counts.loc["scheduler"].tolist() == [total - 2, total - 3, 0, 1]
-    assert counts.loc["samples"].tolist() == [total - 3, len(good), 0, 3]
+    assert counts.loc["samples"].tolist() == [total - 3, len(good), 1, 2]
     dead = tables["dead_letters"]
     assert sorted(zip(dead.table, dead.reason)) == sorted([
         ("usage", "usage window has no avg_cpu value"),
@@ -459,9 +459,11 @@ def test_bad_input_is_counted_and_explained(hand_made_run):
          "sample has no machine_id to schedule it by (scheduler.by_machine_id)"),
         ("overcommit_scheduled_usage", tellers.INVALID_LIMIT),
         ("overcommit_scheduled_usage", tellers.INVALID_USAGE),
-        ("overcommit_scheduled_usage", tellers.DUPLICATE_SAMPLE),
     ])
     assert dead.source.eq("overcommit").all()
+    excluded = tables["exclusions"]
+    assert excluded[["stage", "table", "reason", "rows"]].values.tolist() == [
+        ["overcommit", "overcommit_scheduled_usage", tellers.DUPLICATE_SAMPLE, 1]]
 
 
 # --- Synthetic trace: random placement, shift, LoadOrWrite, notebook ---------------------------

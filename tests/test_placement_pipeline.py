@@ -36,7 +36,7 @@ MACHINES = [
     {"machine_id": 4, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0, "pool": "a"},
 ] + [{"machine_id": 10 + m, "time": 0, "cpu_capacity": 1.0, "memory_capacity": 1.0,
       "pool": "b"} for m in range(4)]
-# (instance_id, pool, start, end, cpu, memory, expected dead-letter reason)
+# (instance_id, pool, start, end, cpu, memory, why it is left out)
 BAD_ROWS = [
     ("bad-no-cpu", "a", 5 * S, 50 * S, None, 0.1, pools.REASON_NO_REQUEST),
     ("bad-zero", "a", 5 * S, 50 * S, 0.0, 0.0, pools.REASON_ZERO_REQUEST),
@@ -132,14 +132,19 @@ def test_every_pool_policy_and_source_has_one_summary_row(run):
             == summary["vms"]).all()
 
 
-def test_dead_letters_name_the_reason_and_keep_the_row(run):
+def test_malformed_rows_are_dead_letters_and_the_rest_is_counted_as_exclusions(run):
     tables, _ = run
     dead = tables["dead_letters"]
     dead = dead[dead["source"] == "placement"]
     got = sorted((json.loads(raw)["instance_id"], reason)
                  for raw, reason in zip(dead["raw"], dead["reason"]))
-    assert got == sorted((i, reason) for i, *_, reason in BAD_ROWS)
+    assert got == [("bad-ends-first", pools.REASON_ENDS_BEFORE_START)]
     assert set(dead["table"]) == {"instances"}
+    excluded = tables["exclusions"]
+    excluded = excluded[excluded["stage"] == "placement"]
+    assert sorted(zip(excluded["reason"], excluded["rows"])) == sorted(
+        (reason, 1) for *_, reason in BAD_ROWS if reason in pools.EXCLUDED)
+    assert set(excluded["table"]) == {"instances"}
 
 
 @pytest.mark.parametrize("pool", ["a", "b"])

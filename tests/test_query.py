@@ -7,13 +7,15 @@ import shlex
 import subprocess
 import sys
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import schemas
-from pipelines.query import QueryError, query, table_files
-from tests.helpers import REPO, write_manifest
+from pipelines import cli, schemas
+from pipelines.io import bigquery
+from pipelines.query import QueryError, _connect, query, table_files
+from tests.helpers import REPO, snapshot, write_manifest
 
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")
 
@@ -132,3 +134,129 @@ def test_a_filter_on_nan_sees_every_row(tmp_path):
                  "WHERE isnan(x)").to_pylist() == [{"n": 3}]
     assert query(str(tmp_path), "SELECT count(*) AS n FROM overcommit_summary "
                  "WHERE p = 'b' AND NOT isnan(x)").to_pylist() == [{"n": 2}]
+
+
+@pytest.fixture
+def elsewhere(tmp_path_factory):
+    """A directory outside the results, with a Parquet file of its own."""
+    directory = tmp_path_factory.mktemp("elsewhere")
+    pq.write_table(pa.table({"secret": [1]}), directory / "other.parquet")
+    return directory
+
+
+REFUSED = "query runs one read-only SELECT statement: "
+DENIED = "PermissionException: Permission Error: Cannot access file "
+# Each SQL that would write, attach, load an extension, change a setting or read a file that
+# no table lists, and what its refusal says; {results}, {shard}, {elsewhere} are paths.
+ATTACKS = [
+    ("COPY placement_summary TO '{elsewhere}/copy.csv'",
+     REFUSED + "COPY refused (COPY placement_summary TO '"),
+    ("COPY (SELECT 'x' AS policy) TO '{shard}' (FORMAT parquet, USE_TMP_FILE false)",
+     REFUSED + "COPY refused (COPY (SELECT 'x' AS policy) TO "),
+    ("ATTACH '{elsewhere}/db.duckdb' AS db; CREATE TABLE db.t AS SELECT 1",
+     REFUSED + "ATTACH refused (ATTACH '"),
+    ("CREATE TABLE copied AS SELECT * FROM placement_summary", REFUSED + "CREATE refused"),
+    ("INSERT INTO placement_summary VALUES ('x', 1.0, 'none')", REFUSED + "INSERT refused"),
+    ("INSTALL httpfs", REFUSED + "LOAD refused (INSTALL httpfs)"),
+    ("LOAD parquet", REFUSED + "LOAD refused (LOAD parquet)"),
+    ("SELECT * FROM read_csv_auto('/etc/passwd')", DENIED + '"/etc/passwd"'),
+    ("SELECT * FROM read_parquet('{elsewhere}/other.parquet')",
+     DENIED + '"{elsewhere}/other.parquet"'),
+    ("SELECT * FROM read_text('{results}/notes.txt')",  # in the results, in no table
+     DENIED + '"{results}/notes.txt"'),
+    ("SET enable_external_access = true", REFUSED + "SET refused"),
+    ("PRAGMA enable_external_access = true", REFUSED + "SET refused"),
+    ("SET lock_configuration = false", REFUSED + "SET refused"),
+    ("RESET allowed_paths", REFUSED + "SET refused"),
+    ("PRAGMA enable_checkpoint_on_shutdown", REFUSED + "PRAGMA refused"),
+    ("EXPLAIN ANALYZE COPY placement_summary TO '{elsewhere}/plan.csv'",
+     REFUSED + "EXPLAIN refused"),
+    ("SELECT 1; COPY placement_summary TO '{elsewhere}/second.csv'",
+     REFUSED + "COPY refused (COPY placement_summary TO '"),
+    ("SELECT 1; SELECT 2", REFUSED + "the SQL holds 2 statements"),
+    ("", REFUSED + "the SQL holds none"),
+    (" \n\t", REFUSED + "the SQL holds none"),
+    ("-- a comment;", REFUSED + "the SQL holds none"),
+]
+
+
+@pytest.mark.parametrize("sql, message", ATTACKS)
+def test_a_query_that_is_not_a_select_of_the_tables_is_refused(results, elsewhere, capsys,
+                                                                sql, message):
+    paths = {"results": results, "shard": results / "placement_summary" / "part-0.parquet",
+             "elsewhere": elsewhere}
+    before = snapshot(results), snapshot(elsewhere)
+    shard = paths["shard"].read_bytes()
+    assert cli.main(["query", str(results), sql.format(**paths)]) == cli.EXIT_CONFIG_ERROR
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("fleetcast: " + message.format(**paths))
+    assert (snapshot(results), snapshot(elsewhere)) == before
+    assert paths["shard"].read_bytes() == shard
+
+
+def test_the_connection_itself_opens_only_the_tables_files(results, elsewhere):
+    """Beneath the statement check: DuckDB refuses other paths and any change of setting."""
+    connection = _connect(str(results))
+    try:
+        with pytest.raises(duckdb.PermissionException, match="other.parquet"):
+            connection.sql(f"SELECT * FROM read_parquet('{elsewhere}/other.parquet')")
+        for setting in ("allowed_paths = ['/etc/passwd']", "autoload_known_extensions = true",
+                        "lock_configuration = false"):
+            with pytest.raises(duckdb.InvalidInputException, match="locked"):
+                connection.execute(f"SET {setting}")
+        assert connection.sql("SELECT count(*) FROM placement_summary").fetchall() == [(3,)]
+    finally:
+        connection.close()
+
+
+# Rows from the millionth on fail: a result read whole fails, one read as far as shown does
+# not (DuckDB computes a few thousand rows ahead of the reader).
+FAILS_LATE = ("SELECT CASE WHEN range >= 1000000 THEN error('read too far') ELSE range END "
+              "AS n FROM range(3000000)")
+
+
+def test_a_text_table_reads_the_result_no_further_than_it_shows(results, capsys):
+    assert cli.main(["query", str(results), FAILS_LATE, "--max_rows", "3"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        " n", " 0", " 1", " 2",
+        "(more rows not shown: --max_rows 3; --format csv prints every row)"]
+    assert cli.main(["query", str(results), FAILS_LATE, "--max_rows", "0"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "n", "(more rows not shown: --max_rows 0; --format csv prints every row)"]
+    assert cli.main(["query", str(results), "SELECT * FROM placement_summary WHERE false"]) == 0
+    assert capsys.readouterr().out == "policy  empty_hosts_pct  defrag\n(no rows)\n"
+
+
+def test_csv_prints_every_row_as_it_is_computed(results, capsys):
+    sql = "SELECT range AS n, [range, range] AS pair FROM range(100000)"  # two batches
+    assert cli.main(["query", str(results), sql, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ['"n","pair"', '0,"[0, 0]"'] and len(lines) == 100001
+    assert lines[-1] == '99999,"[99999, 99999]"'
+    assert cli.main(["query", str(results), f"{sql} WHERE false", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == '"n","pair"\n'
+    assert cli.main(["query", str(results), FAILS_LATE, "--format", "csv"]) == 2
+    assert capsys.readouterr().err == "fleetcast: Invalid Input Error: read too far\n"
+
+
+@pytest.mark.parametrize("value", ["-5", "x", "1.5"])
+def test_max_rows_is_a_number_of_rows(results, capsys, value):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["query", str(results), "SELECT 1", "--max_rows", value])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fleetcast query: error: argument --max_rows: '{value}' is not a number of rows "
+        "(0 or more)")
+
+
+def test_a_bigquery_result_prints_as_a_local_one(monkeypatch, capsys):
+    monkeypatch.setattr(bigquery, "query", lambda dataset, sql: pa.table(
+        {"dataset": [dataset] * 3, "sql": [sql] * 3}))
+    assert cli.main(["query", "bq://p.fleet", "SELECT 1", "--max_rows", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "dataset      sql", "p.fleet SELECT 1", "p.fleet SELECT 1",
+        "(more rows not shown: --max_rows 2; --format csv prints every row)"]
+    assert cli.main(["query", "bq://p.fleet", "SELECT 1", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ['"dataset","sql"'] + [
+        '"p.fleet","SELECT 1"'] * 3

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pipelines import config as run_config
-from pipelines.report import overcommit, placement, shaping
+from pipelines.report import figures, overcommit, placement, shaping, write_report
 from tests.helpers import headless_chromium, needs_chromium
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
@@ -76,11 +76,53 @@ def test_report_writes_one_page_and_every_figure_as_png_and_svg(report):
     # Self-contained: images are data URIs, nothing is fetched.
     assert text.count('src="data:image/png;base64,') == len(FIGURES)
     assert "http://" not in text and "https://" not in text
-    for section in ("<h2>Config</h2>", "synthetic {", "Rows per source table",
-                    "Dead letters: ", "<h2>Overcommit</h2>", "<h2>Placement</h2>",
-                    "<h2>Lifetime models</h2>", "la_classifier", "<h2>Resource shaping</h2>",
-                    "Runs: means over seeds"):
+    for section in ('<section id="findings">', "<summary>Config</summary>", "synthetic {",
+                    "Rows per source table", "Dead letters (malformed rows): 0",
+                    "Left out by design (exclusions, not errors)",
+                    '<h2 id="overcommit">Overcommit</h2>', '<h2 id="placement">Placement</h2>',
+                    '<h2 id="lifetime">Lifetime models</h2>', "la_classifier",
+                    '<h2 id="shaping">Resource shaping</h2>', "Runs: means over seeds"):
         assert section in text, section
+    # The findings come first, the run's details last.
+    assert text.index('id="findings"') < text.index('<h2 id="overcommit">') < text.index(
+        "<summary>Config</summary>")
+
+
+@pytest.mark.slow
+def test_no_figure_draws_a_legend_over_an_axes(report, tmp_path, monkeypatch):
+    results, _ = report
+    checked = []
+
+    def check_then_save(writer, fig, name, caption):
+        renderer = fig.canvas.get_renderer()
+        legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            for ax in fig.axes:
+                assert not box.overlaps(ax.get_window_extent(renderer)), (name, ax.get_title())
+        checked.append(name)
+        return save(writer, fig, name, caption)
+
+    save = figures.FigureWriter.html
+    monkeypatch.setattr(figures.FigureWriter, "html", check_then_save)
+    write_report(str(results), str(tmp_path / "report"))
+    assert sorted(checked) == sorted(FIGURES)
+
+
+def test_findings_tables_on_hand_made_summaries():
+    summary = pd.DataFrame({
+        "pool": "p", "defrag": "none", "num_hosts": 10,
+        "policy": ["best_fit", "nilas", "best_fit", "nilas"],
+        "lifetime_source": ["oracle", "oracle", "one_shot_model", "one_shot_model"],
+        "empty_hosts_pct": [20.0, 21.234, 20.0, 5.5],
+        "upper_bound_empty_hosts_pct": 50.0,
+        "empty_hosts_pct_vs_best_fit_pp": [0.0, 1.234, 0.0, -14.5],
+        "failed_placements": [0, 0, 0, 12]})
+    assert placement.gains_table(summary, "p").values.tolist() == [
+        ["best_fit", "+0.00", "+0.00"], ["nilas", "-14.50 (12 failed)", "+1.23"]]
+    block = placement.findings({"placement_summary": summary}, None)
+    assert "Best-Fit keeps 20.00 % of hosts empty (upper bound 50.00 %)" in block
+    assert "Most: nilas with oracle lifetimes, +1.23 pp, no failed placement." in block
 
 
 def test_report_of_a_directory_without_a_run_fails_naming_it(tmp_path):
@@ -113,6 +155,24 @@ def test_every_figure_loads_in_headless_chromium(report):
         assert sorted(image[0] for image in images) == sorted(FIGURES)
         for figure, complete, width, height in images:
             assert complete and width > 500 and height > 200, (figure, width, height)
+        # The first screen of a laptop holds every stage's findings; nothing is wider than
+        # the page (wide tables scroll inside their own box).
+        driver.set_window_size(1400, 900)
+        screen = driver.execute_script("return window.innerHeight;")
+        bottoms = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#findings .finding')).map("
+            "e => [e.querySelector('h3').textContent, e.getBoundingClientRect().bottom]);")
+        assert [title for title, _ in bottoms] == [
+            "Overcommit", "Lifetime models", "Placement", "Resource shaping"]
+        assert all(bottom <= screen for _, bottom in bottoms), (bottoms, screen)
+        overflowing = driver.execute_script(
+            "const width = document.documentElement.clientWidth;"
+            "return Array.from(document.body.querySelectorAll('*')).filter(e => "
+            "!e.closest('.table, pre, details:not([open]) > :not(summary)') "
+            "&& e.getBoundingClientRect().right > width + 1).map(e => e.tagName);")
+        assert overflowing == []
+        assert driver.execute_script("return document.documentElement.scrollWidth <= "
+                                     "document.documentElement.clientWidth;")
         height = driver.execute_script("return document.body.scrollHeight;")
         driver.set_window_size(1300, min(height + 100, 16000))
         driver.save_screenshot(str(SCREENSHOT))

@@ -173,6 +173,20 @@ def test_the_registry_holds_every_key():
     assert tuple(PAPERS) == KEYS
 
 
+def page_heading(key: str) -> str:
+    """A page's first lines: its key and the paper's title, the authors a line below."""
+    from pipelines.reproduce.registry import PAPERS
+    paper = PAPERS[key]
+    return f"# [{key}] {paper.title}\n\n*{paper.authors}. {paper.venue}.*\n"
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_committed_pages_open_with_the_key_and_the_title(key):
+    text = (REPO / "docs" / "reproduce" / f"{key}.md").read_text(encoding="utf-8")
+    assert text.startswith(page_heading(key))
+    assert len(text.splitlines()[0]) < 120
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     """`fleetcast reproduce all --quick` into a temporary directory, from the repository root
@@ -216,6 +230,7 @@ def test_reproduce_all_quick_writes_every_page_with_every_verdict(quick_run):
             assert (docs / "reproduce" / figure).is_file(), figure
         counts = " | ".join(str(marker["counts"][v]) for v in claims.VERDICTS)
         assert f"| [{key}]({key}.md) |" in index and f"| {counts} |" in index
+        assert text.startswith(page_heading(key))
         assert f"{key}: " in done.stdout
 
 

@@ -2,9 +2,13 @@
 target offered load, and the offered load and mean queue length that `shaping_runs` reports
 beside every speed-up; on a hand-made trace through `fleetcast run`."""
 
+import types
+
 import numpy as np
 import pytest
 
+from pipelines.io.failures import RunFailed
+from pipelines.stages.shaping.runs import with_load
 from policies.shaping.metrics import offered_load
 from policies.shaping.workload import Workload
 from tests.helpers import loaded_tables_text, read_table, run_cli
@@ -83,9 +87,26 @@ def test_load_fields_are_checked_by_name(tmp_path, capsys):
                       "host_shape { cpu: 1 memory: 1 } host_count: 1 target_offered_load: 1 "
                       "target_offered_load: -1 }\n")
     assert run_cli(config, tmp_path / "out") == 2
-    assert ("shaping.target_offered_load[1]: must be > 0 and at most 1,000: a thousand times "
-            "the trace's arrival rate or the cluster's capacity queues nearly every "
-            "application for the whole run; got -1.0") in capsys.readouterr().err
+    assert ("shaping.target_offered_load[1]: must be at least 0.001 (a thousandth of the "
+            "trace's arrival rate or of the cluster's capacity spreads the submissions over a "
+            "thousand times their span) and at most 1,000 (a thousand times the trace's "
+            "arrival rate or the cluster's capacity queues nearly every application for the "
+            "whole run); got -1") in capsys.readouterr().err
+    config.write_text('name: "tiny"\nsynthetic {}\nshaping { policy: BASELINE '
+                      "host_shape { cpu: 1 memory: 1 } host_count: 1 "
+                      "arrival_rate_scale: 1e-300 }\n")
+    assert run_cli(config, tmp_path / "out") == 2
+    assert ("shaping.arrival_rate_scale: must be at least 0.001: a thousandth of the trace's "
+            "arrival rate") in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_load_that_spreads_submissions_out_of_range_fails_naming_the_field():
+    workload = types.SimpleNamespace(num_apps=2, submit_step=np.array([0, 10 ** 6]))
+    config = types.SimpleNamespace(arrival_rate_scale=1e-4)
+    with pytest.raises(RunFailed, match=r"^shaping.arrival_rate_scale: spreads the workload's "
+                                        r"submissions over 10,000,000,000 steps, more than "):
+        with_load(workload, config, None, None)
 
 
 def test_a_load_sweep_runs_every_policy_at_every_load(tmp_path):

@@ -77,14 +77,15 @@ def test_applications_and_summary(shaped):
     assert (pessimistic.n == 6).all()  # 3 applications x 2 seeds
 
 
-def test_bad_rows_are_dead_letters_with_reasons(shaped):
-    dead = shaped["dead_letters"]
-    reasons = dead.groupby("reason").size().to_dict()
-    assert reasons == {"zero or missing cpu_request or memory_request": 1,
-                       "another component of the application was rejected": 1,
-                       "no usage windows": 1,
-                       "core components do not fit the empty cluster": 1}
-    assert set(dead.source) == {"shaping"}
+def test_what_shaping_does_not_model_is_counted_as_exclusions(shaped):
+    excluded = shaped["exclusions"]
+    assert dict(zip(excluded.reason, excluded.rows)) == {
+        "zero or missing cpu_request or memory_request": 1,
+        "another component of the application was rejected": 1,
+        "no usage windows": 1,
+        "core components do not fit the empty cluster": 1}
+    assert set(excluded.stage) == {"shaping"}
+    assert not len(shaped["dead_letters"])
 
 
 def _problems(text):

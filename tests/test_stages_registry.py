@@ -26,10 +26,11 @@ def test_every_stage_is_a_run_config_field_with_tables_and_a_report():
         assert fields[field].message_type is not None, field
         assert stage.tables and set(stage.tables) <= set(schemas.TABLES), field
         declared += stage.tables
-        assert callable(importlib.import_module(stage.report).section), field
+        report = importlib.import_module(stage.report)
+        assert callable(report.section) and callable(report.findings), field
     assert len(declared) == len(set(declared))  # a table belongs to one stage
     assert set(schemas.TABLES) - set(declared) == {
-        *schemas.CANONICAL, "dead_letters", "source_counts"}
+        *schemas.CANONICAL, "dead_letters", "exclusions", "source_counts"}
 
 
 def test_stages_run_in_registration_order_whatever_the_config_order():

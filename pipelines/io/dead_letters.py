@@ -1,8 +1,10 @@
-"""Row validation with dead letters: nothing is dropped silently.
+"""Row validation with dead letters and exclusions: nothing is dropped silently.
 
 A `ChunkParser` turns a RowChunk into an Arrow table of valid rows; every row it cannot
 accept becomes a dead letter (source, table, reason, raw row) and every chunk reports how many
-rows it read, kept and rejected, so a run can print those counts per source and table.
+rows it read, kept and rejected, so a run can print those counts per source and table. A
+stage's rows that are valid but outside what it models (a task's later runs, a VM larger
+than every host) are exclusions: counted per reason (`exclusions`), not dead letters.
 """
 
 import collections
@@ -19,6 +21,7 @@ from pipelines import progress, schemas
 
 ROWS = "rows"
 DEAD_LETTERS = "dead_letters"
+EXCLUSIONS = "exclusions"
 COUNTS = "counts"
 
 
@@ -152,6 +155,37 @@ def rows_as_dead_letters(source: str, table: str, rows: pa.Table,
     if isinstance(reasons, str):
         reasons = [reasons] * len(raws)
     return dead_letter_table(source, table, reasons, raws)
+
+
+def left_out(stage: str, table: str, rows: pa.Table, reasons: Sequence[str],
+             excluded: frozenset):
+    """(tag, value) pairs for the rows a stage leaves out of `table`, one reason per row:
+    reasons in `excluded` (what the stage does not model) as (EXCLUSIONS, ((stage, table,
+    reason), rows)) counts, the others as one (DEAD_LETTERS, table of dead letters)."""
+    reasons = np.asarray(reasons, dtype=object)
+    by_design = np.isin(reasons, list(excluded))
+    for reason, n in collections.Counter(reasons[by_design]).items():
+        yield EXCLUSIONS, ((stage, table, str(reason)), n)
+    if not by_design.all():
+        yield DEAD_LETTERS, rows_as_dead_letters(
+            stage, table, rows.filter(pa.array(~by_design)), list(reasons[~by_design]))
+
+
+def exclusions_table(element) -> pa.Table:
+    """((stage, table, reason), rows) → one EXCLUSIONS row."""
+    (stage, table, reason), rows = element
+    progress.count(f"exclusions.{stage}.rows", rows)
+    return pa.table({"stage": [stage], "table": [table], "reason": [reason],
+                     "rows": [int(rows)]}, schema=schemas.EXCLUSIONS)
+
+
+class SummarizeExclusions(beam.PTransform):
+    """((stage, table, reason), rows) elements → EXCLUSIONS tables, one row per reason."""
+
+    def expand(self, pcoll):
+        return (pcoll
+                | "Sum" >> beam.CombinePerKey(sum)
+                | "Row" >> beam.Map(exclusions_table))
 
 
 def counts(source: str, table: str, read: int, kept: int, rejected: int):

@@ -70,6 +70,15 @@ def write_json_atomic(path: str, value: dict):
         os.close(directory)
 
 
+def remove_interrupted_writes(path: str):
+    """Deletes the temporary files `write_json_atomic(path, ...)` left when its process was
+    killed before the rename (`path`.tmp-<8 hex digits>); the caller holds the lock of
+    `path`'s directory, so none of them is still being written."""
+    for temporary in FileSystems.match([f"{path}.tmp-*"])[0].metadata_list:
+        if re.fullmatch(r"\.tmp-[0-9a-f]{8}", temporary.path[len(path):]):
+            FileSystems.delete([temporary.path])
+
+
 def read_json(path: str):
     """The JSON value in `path`; ValueError saying why it is not readable JSON."""
     try:

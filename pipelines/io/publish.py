@@ -35,6 +35,7 @@ from pipelines.io.failures import RunFailed
 from pipelines.io.manifests import MANIFEST, STATE_DIR, ManifestError, is_local
 from pipelines.io.root_files import (
     delete_file,
+    delete_stale,
     ensure_dir,
     files_under,
     is_directory,
@@ -44,7 +45,6 @@ from pipelines.io.root_files import (
     outside_key,
     refuse_link,
     relative_to,
-    remove_empty_dirs,
     rename,
 )
 
@@ -110,6 +110,7 @@ class StagingArea:
                                  f"{socket.gethostname()}, started {now_utc()}, run {run_id}")
         try:
             area._finish_interrupted_publications()
+            manifests.remove_interrupted_writes(FileSystems.join(root, MANIFEST))
             area.previous = area._previous_manifest()
             with area._writable():
                 ensure_dir(area.work_dir)
@@ -330,11 +331,7 @@ class StagingArea:
             if FileSystems.exists(source):  # else moved before the interruption
                 refuse_link(self.root, final)
                 rename(source, final)
-        stale = [FileSystems.join(self.root, f) for f in plan["stale"]]
-        stale = [p for p in stale if not link_below(self.root, p) and occupied(p)]
-        for path in stale:
-            delete_file(path)
-        remove_empty_dirs(self.root, (p.rsplit("/", 1)[0] for p in stale))
+        delete_stale(self.root, [FileSystems.join(self.root, f) for f in plan["stale"]])
         manifests.write_json_atomic(root_manifest, plan["manifest"])
         self.discard()
 

@@ -3,6 +3,7 @@ that never go through a symbolic link below the root and never delete a director
 
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 from typing import List, Optional
@@ -53,6 +54,19 @@ def refuse_link(root: str, path: str):
                         "directories there: remove the link, or write elsewhere")
 
 
+def file_on_the_way(root: str, path: str) -> Optional[str]:
+    """The first path on the way from `root` (excluded) to `path`'s folder (included) that is
+    there and is not a directory (a file where one of `path`'s folders goes), or None; None
+    for a path that is not local or not under `root`."""
+    relative = relative_to(path, root)
+    if relative is None or not is_local(path):
+        return None
+    folders = (os.path.join(root, folder) for folder in
+               itertools.accumulate(relative.split("/")[:-1], os.path.join))
+    return next((folder for folder in folders
+                 if os.path.lexists(folder) and not os.path.isdir(folder)), None)
+
+
 def outside_key(path: str) -> str:
     """How a manifest names a file outside the root: its absolute path (or URL)."""
     return os.path.abspath(path) if is_local(path) else path
@@ -95,6 +109,15 @@ def delete_file(path: str):
         os.unlink(path)
 
 
+def delete_stale(root: str, paths):
+    """Deletes each of `paths` (files under `root`) that is there and not reached through a
+    symbolic link below `root`, then the directories under `root` that this leaves empty."""
+    paths = [path for path in paths if not link_below(root, path) and occupied(path)]
+    for path in paths:
+        delete_file(path)
+    remove_empty_dirs(root, (path.rsplit("/", 1)[0] for path in paths))
+
+
 def remove_empty_dirs(root: str, directories):
     """Removes each local directory strictly under `root` (deepest first) that is empty,
     e.g. a stale table's."""
@@ -122,7 +145,7 @@ def lock(root: str, state_dir: str, holder: str) -> Optional[int]:
     except BlockingIOError:
         other = os.read(fd, 4096).decode("utf-8", "replace").strip()
         os.close(fd)
-        raise RunFailed(f"{root}: another fleetcast run is writing into this directory "
+        raise RunFailed(f"{root}: another fleetcast command is writing into this directory "
                         f"({other or 'its holder has not recorded itself yet'}); wait for "
                         "it to end or write elsewhere (the lock goes when that process "
                         "ends)") from None

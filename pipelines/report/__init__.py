@@ -1,20 +1,24 @@
 """`fleetcast report RESULTS_DIR`: one self-contained HTML page summarising a run.
 
-    report.html      the config, rows per table, rows per source table, dead letters, and
-                     for each stage present its paper-style figures (embedded as PNG) and
-                     tables
+    report.html      the findings of each stage that ran (and the config's warnings), then
+                     each stage's paper-style figures (embedded as PNG) and tables, then
+                     the config, row counts, dead letters and exclusions, folded
     figures/*.png    every figure, also as figures/*.svg
 
-One module per stage's figures, named by the stage registry (pipelines/stages/registry.py):
-overcommit.py, lifetime.py, placement.py, shaping.py; figures.py saves and embeds them. The
-report reads a local results directory as `fleetcast query` does: the files its run manifest
-lists (pipelines/io/manifests.py), and the config the manifest records.
+One module per stage, named by the stage registry (pipelines/stages/registry.py):
+overcommit.py, lifetime.py, placement.py, shaping.py, each with `findings` and `section`;
+figures.py saves and embeds the figures, page.py holds the page's parts and report.css its
+one stylesheet. The report reads a local results directory as `fleetcast query` does: the
+files its run manifest lists (pipelines/io/manifests.py), and the config the manifest
+records. It replaces only a report and figures it wrote (its page's marker lists them) and
+publishes them whole (pipelines/io/owned_files.py).
 """
 
 import datetime
 import html
 import importlib
 import pathlib
+import re
 from typing import Optional
 
 import pandas as pd
@@ -22,20 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import config as run_config
-from pipelines.io import manifests
+from pipelines.io import manifests, owned_files
 from pipelines.query import QueryError, table_files
+from pipelines.report import page as report_page
 from pipelines.report.figures import FigureWriter
 from pipelines.stages.registry import STAGES
-
-STYLE = """
-body { font-family: sans-serif; max-width: 1250px; margin: 1em auto; color: #222; }
-h1 { border-bottom: 2px solid #444; } h2 { border-bottom: 1px solid #aaa; margin-top: 2em; }
-table { border-collapse: collapse; font-size: 12px; margin: 0.5em 0; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-pre { background: #f4f4f4; padding: 0.6em; font-size: 12px; overflow-x: auto; }
-figure { margin: 1em 0; } figure img { max-width: 100%; }
-figcaption { font-size: 13px; color: #444; } .files { color: #888; }
-"""
 
 
 def read_tables(results_dir: pathlib.Path) -> dict:
@@ -56,43 +51,95 @@ def read_config(results_dir: pathlib.Path):
     return run_config.parse_config(manifests.require(str(results_dir))["config"])
 
 
-def _run_section(results_dir: pathlib.Path, config, tables: dict) -> str:
-    parts = [f"<p>Results directory: <code>{html.escape(str(results_dir))}</code></p>",
-             f"<h2>Config</h2><pre>{html.escape(str(config))}</pre>"]
+def _run_details(results_dir: pathlib.Path, config, tables: dict) -> str:
+    """The run's config, rows per table and per source table, dead letters and exclusions,
+    folded at the end of the page."""
     rows = pd.DataFrame({"table": list(tables), "rows": [len(t) for t in tables.values()]})
-    parts += ["<h2>Counts</h2><h3>Rows per table</h3>", rows.to_html(index=False)]
+    parts = [f"<p>Results directory: <code>{html.escape(str(results_dir))}</code></p>",
+             report_page.folded("Config", f"<pre>{html.escape(str(config))}</pre>"),
+             report_page.folded("Rows per table", report_page.table(rows))]
     counts = tables.get("source_counts")
     if counts is not None and len(counts):
-        parts += ["<h3>Rows per source table</h3>",
-                  counts.sort_values(["source", "table"]).to_html(index=False)]
+        parts.append(report_page.folded("Rows per source table", report_page.table(
+            counts.sort_values(["source", "table"]))))
     dead = tables.get("dead_letters", pd.DataFrame(columns=["source", "table", "reason"]))
-    parts.append(f"<h2>Dead letters: {len(dead):,}</h2>")
-    if len(dead):
-        reasons = (dead.groupby(["source", "table", "reason"]).size()
-                   .rename("rows").sort_values(ascending=False).reset_index())
-        parts.append(reasons.head(30).to_html(index=False))
-    return "\n".join(parts)
+    reasons = (dead.groupby(["source", "table", "reason"]).size().rename("rows")
+               .sort_values(ascending=False).reset_index())
+    parts.append(report_page.folded(f"Dead letters (malformed rows): {len(dead):,}",
+                                    report_page.table(reasons.head(30))))
+    excluded = tables.get("exclusions")
+    if excluded is not None and len(excluded):
+        parts.append(report_page.folded(
+            f"Left out by design (exclusions, not errors): {excluded['rows'].sum():,}",
+            report_page.table(excluded.sort_values("rows", ascending=False))))
+    return '<h2 id="run">The run</h2>\n' + "\n".join(parts)
+
+
+def _findings(modules, tables: dict, config) -> str:
+    """The page's first section: the config's warnings, then one block per stage that ran."""
+    warnings = run_config.warnings(config)
+    warned = ('<div class="warnings">' + "".join(
+        f"<p>Warning: {html.escape(line)}</p>" for line in warnings) + "</div>"
+              if warnings else "")
+    blocks = [module.findings(tables, config) for module in modules]
+    return (f'<section id="findings">{warned}<div class="findings">'
+            + "".join(block for block in blocks if block) + "</div></section>")
+
+
+def _owned_by_report(out: pathlib.Path) -> set:
+    """The files, relative to `out`, that the report.html there owns, itself included: the
+    figures its fleetcast-report marker lists, or, for a report written before the marker
+    (its last line "... by fleetcast report.</p></body></html>"), the figures/NAME.png and
+    .svg of its <figure id="NAME"> elements. Nothing for a file fleetcast report did not
+    write, or no file."""
+    text = owned_files.read_text(out / "report.html") or ""
+    found = owned_files.find_marker(text, "fleetcast-report")
+    if found is not None:
+        listed = found.get("figures")
+    elif text.startswith("<!DOCTYPE html>") and text.rstrip().endswith(
+            "by fleetcast report.</p></body></html>"):
+        names = re.findall(r'<figure id="([^"]+)">', text)
+        listed = [f"figures/{name}.{kind}" for name in names for kind in ("png", "svg")]
+    else:
+        return set()
+    return {"report.html", *owned_files.owned_paths(listed, "figures")}
 
 
 def write_report(results_dir: str, out_dir: Optional[str] = None) -> pathlib.Path:
     """Writes report.html and figures/ under `out_dir` (default RESULTS_DIR/report); returns
-    the page's path."""
+    the page's path. The page opens with the findings of every stage that ran; the figures
+    and tables follow per stage, and the run's details close it, folded. It holds the
+    directory's lock, draws into its .fleetcast/report, and replaces or deletes only the
+    files the report.html there owns (`_owned_by_report`): owned_files.Refused when another
+    command holds the lock or another file is in the way, before anything moves."""
     results = pathlib.Path(results_dir).resolve()
     out = pathlib.Path(out_dir) if out_dir else results / "report"
     tables = read_tables(results)
     config = read_config(results)
-    figures = FigureWriter(out / "figures")
-    name = config.name or results.name
-    body = [f"<h1>fleetcast run {html.escape(name)}</h1>",
-            _run_section(results, config, tables)]
-    body += [importlib.import_module(stage.report).section(tables, config, figures)
-             for _, stage in STAGES.items() if stage.report]
-    created = datetime.datetime.now().isoformat(timespec="seconds")
-    page = out / "report.html"
-    page.write_text(
-        f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fleetcast "
-        f"{html.escape(name)}</title><style>{STYLE}</style></head><body>\n"
-        + "\n".join(part for part in body if part)
-        + f"\n<p class=\"files\">Written {created} by fleetcast report.</p></body></html>\n",
-        encoding="utf-8")
-    return page
+    target = owned_files.OwnedDirectory(str(out), "fleetcast report", "--out")
+    with target.locked(), target.staging("report") as staged:
+        owned = _owned_by_report(out)
+        target.refuse_foreign(["report.html"], owned)  # before any figure is drawn
+        figures = FigureWriter(pathlib.Path(staged) / "figures")
+        name = config.name or results.name
+        modules = [importlib.import_module(stage.report) for _, stage in STAGES.items()
+                   if stage.report]
+        sections = [module.section(tables, config, figures) for module in modules]
+        anchors = re.findall(r'<h2 id="([^"]+)">([^<]+)</h2>', "".join(sections))
+        nav = " ".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in anchors)
+        created = datetime.datetime.now().isoformat(timespec="seconds")
+        body = [f"<h1>fleetcast run {html.escape(name)}</h1>",
+                f'<p class="subtitle">{html.escape(str(results))} · written {created} by '
+                f"fleetcast report</p>",
+                f'<nav>{nav} <a href="#run">The run</a></nav>',
+                _findings(modules, tables, config), *sections,
+                _run_details(results, config, tables)]
+        marker = owned_files.marker("fleetcast-report",
+                                    {"figures": owned_files.staged_files(staged)})
+        target.publish(staged, "report.html", (
+            f"<!DOCTYPE html>\n<html lang=\"en\"><head>\n{marker}\n<meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>fleetcast {html.escape(name)}</title>"
+            f"<style>{report_page.STYLESHEET}</style></head><body>\n"
+            + "\n".join(part for part in body if part) + "\n</body></html>\n"), owned)
+    return out / "report.html"

@@ -23,6 +23,31 @@ def line_style(i: int) -> dict:
             "marker": MARKERS[i % len(MARKERS)], "markevery": 0.1, "markersize": 4}
 
 
+def legend_below(fig, axes, ncol: int = 4, **kwargs):
+    """One legend for `axes` (labels in order, once each) below the figure, outside every
+    axes, so that it never covers data."""
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="upper center", fontsize=8,
+                   bbox_to_anchor=(0.5, 0.0), ncol=min(ncol, len(handles)), **kwargs)
+
+
+def legend_right(ax, **kwargs):
+    """`ax`'s legend beside it, outside its data area."""
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, **kwargs)
+
+
+def say_none(ax, what: str):
+    """An axes with nothing to draw (every value zero) says so instead of an empty plot."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, f"none\n({what})", transform=ax.transAxes, ha="center", va="center",
+            fontsize=12, color="#555")
+
+
 class FigureWriter:
     """Saves figures under `directory` as <name>.png and <name>.svg and returns the HTML that
     embeds each one (a <figure> with its caption)."""

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from pipelines.report.figures import line_style
+from pipelines.report import page
+from pipelines.report.figures import legend_below, legend_right, line_style
 
 COMPARED = (("c_index", "C-index (arrival)"), ("auc", "AUC of \"long-lived\""),
             ("average_precision", "average precision"), ("f1", "F1 at the decision"))
@@ -33,10 +34,10 @@ def f1_vs_uptime(by_age: pd.DataFrame, by_uptime: pd.DataFrame):
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     axes[0].set_ylabel("'lives beyond the threshold' (0-1)")
     axes[0].set_ylim(0, 1.02)
     fig.tight_layout()
+    legend_below(fig, axes)
     return fig
 
 
@@ -59,8 +60,8 @@ def error_histogram(histogram: pd.DataFrame):
         ax.set_xlabel("|log10 error| (decades)")
         ax.set_title(name, fontsize=10)
     axes[0][0].set_ylabel("share of predictions")
-    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
+    legend_below(fig, axes[0][:1])
     return fig
 
 
@@ -91,7 +92,7 @@ def aging(by_period: pd.DataFrame):
         ax.set_xlabel("periods after the split (evaluation_period_s)")
         ax.grid(alpha=0.3)
         ax.set_ylim(0, 1.02)
-    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    legend_right(axes[1])
     fig.tight_layout()
     return fig
 
@@ -128,6 +129,31 @@ def model_comparison(table: pd.DataFrame):
     return fig
 
 
+def findings(tables: dict, config) -> str:
+    """The lifetime block of the findings: each model's C-index and AUC / AP / F1 of
+    "long-lived" on the test period (per feature variant when the run has several)."""
+    if "lifetime_concordance" not in tables or not len(tables["lifetime_concordance"]):
+        return ""
+    table = model_table(by_variant(tables))
+    shown = table[["c_index", "auc", "average_precision", "f1"]].round(3).rename(columns={
+        "c_index": "C-index", "average_precision": "AP", "auc": "AUC", "f1": "F1"})
+    splits = tables["lifetime_split"]
+    test = splits[splits["split"] == "test"].iloc[0]
+    threshold_h = config.lifetime_model.long_lived_threshold_s / 3600
+    sentences = [f"{int(test['instances']):,} test instances; \"long-lived\" = beyond "
+                 f"{threshold_h:g} h, at arrival."]
+    if shown["AUC"].notna().any():
+        best = shown["AUC"].idxmax()
+        sentences.append(f"Best AUC: {best}, {shown.loc[best, 'AUC']:.3f} (AP "
+                         f"{shown.loc[best, 'AP']:.3f}).")
+    if shown["C-index"].notna().any():
+        best = shown["C-index"].idxmax()
+        sentences.append(f"Best ranking of lifetimes: {best}, C-index "
+                         f"{shown.loc[best, 'C-index']:.3f}.")
+    return page.finding("lifetime", "Lifetime models", sentences,
+                        shown.rename_axis("model").reset_index())
+
+
 def section(tables: dict, config, figures) -> str:
     """The lifetime section's HTML, or "" when the run has no lifetime tables."""
     if "lifetime_concordance" not in tables or not len(tables["lifetime_concordance"]):
@@ -138,7 +164,7 @@ def section(tables: dict, config, figures) -> str:
                           "The models by period after the split ([Barbalho23] Fig. 14)")]
             if len(tables.get("lifetime_by_period", ())) else [])
     return "\n".join([
-        "<h2>Lifetime models</h2>",
+        '<h2 id="lifetime">Lifetime models</h2>',
         figures.html(f1_vs_uptime(tables["lifetime_f1_by_age"],
                                   tables["lifetime_f1_by_uptime"]),
                      "lifetime_f1_vs_uptime",
@@ -149,8 +175,7 @@ def section(tables: dict, config, figures) -> str:
         figures.html(model_comparison(table), "lifetime_model_comparison",
                      "Models compared, one metric per panel"),
         *aged,
-        "<h3>Models</h3>" + table.round(3).to_html(),
-        "<h3>Trained models</h3>" + tables["lifetime_models"][
-            ["name", "variant", "kind", "train_instances", "train_examples", "num_trees"]].to_html(
-                index=False),
+        "<h3>Models</h3>" + page.table(table.round(3), index=True),
+        "<h3>Trained models</h3>" + page.table(tables["lifetime_models"][
+            ["name", "variant", "kind", "train_instances", "train_examples", "num_trees"]]),
     ])

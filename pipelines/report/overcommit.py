@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from pipelines.report.figures import line_style
+from pipelines.report import page
+from pipelines.report.figures import legend_below, line_style
 
 PANELS = (
     ("violation_rate", "machine", "(a) violation rate per machine"),
@@ -71,12 +72,37 @@ def fig10(machines: pd.DataFrame, cell: pd.DataFrame, labels: dict):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("CDF: P(X ≤ x)")
     axes[0].set_ylim(0, 1.02)
-    handles, names = axes[2].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 3), fontsize=8,
-               bbox_to_anchor=(0.5, -0.12 - 0.05 * (len(names) // 3)))
     fig.suptitle("Overcommit ([Bashir21] Fig. 10): each predictor scored against the oracle")
     fig.tight_layout()
+    legend_below(fig, axes[2:3], ncol=3)
     return fig
+
+
+def findings(tables: dict, config) -> str:
+    """The overcommit block of the findings: each teller's mean cell savings and its mean
+    violation rate and severity per machine (against the oracle), and which saves most."""
+    summary = tables.get("overcommit_summary")
+    if summary is None or not len(summary):
+        return ""
+    means = summary.pivot_table(index="predictor", columns="metric", values="mean",
+                                sort=False)
+    shown = pd.DataFrame({
+        "teller": means.index,
+        "cell savings %": (100 * means["cell_savings_ratio"]).round(1).to_numpy(),
+        "violation rate %": (100 * means["violation_rate"]).round(1).to_numpy(),
+        "severity %": (100 * means["violation_severity"]).round(2).to_numpy()})
+    oracle = summary["oracle"].iloc[0]
+    predicted = shown[means.index != oracle]
+    sentences = [f"Scored against {oracle}, per machine and {config.overcommit.metric.step_s:g}"
+                 " s step; savings are of the limits, means over the cell's steps."]
+    if len(predicted):
+        best = predicted.loc[predicted["cell savings %"].idxmax()]
+        safest = predicted.loc[predicted["violation rate %"].idxmin()]
+        sentences.append(f"Most saved: {best['teller']}, {best['cell savings %']:g} % at a "
+                         f"{best['violation rate %']:g} % violation rate; fewest violations: "
+                         f"{safest['teller']}, {safest['violation rate %']:g} % "
+                         f"({safest['cell savings %']:g} % saved).")
+    return page.finding("overcommit", "Overcommit", sentences, shown)
 
 
 def section(tables: dict, config, figures) -> str:
@@ -85,7 +111,7 @@ def section(tables: dict, config, figures) -> str:
     if machines is None or not len(machines):
         return ""
     labels = teller_labels(config)
-    parts = ["<h2>Overcommit</h2>",
+    parts = ['<h2 id="overcommit">Overcommit</h2>',
              figures.html(fig10(machines, tables["overcommit_cell_metrics"], labels),
                           "overcommit_fig10", "Fig. 10: CDFs of violation rate, severity and "
                           "savings per machine, and of the cell's savings over time")]
@@ -94,5 +120,6 @@ def section(tables: dict, config, figures) -> str:
         pivot = summary.pivot_table(index="predictor", columns="metric",
                                     values=["mean", "p50", "p90"]).round(4)
         pivot.index = [labels.get(name, name) for name in pivot.index]
-        parts.append("<h3>Mean, median and p90 of each metric</h3>" + pivot.to_html())
+        parts.append("<h3>Mean, median and p90 of each metric</h3>" + page.table(pivot,
+                                                                                index=True))
     return "\n".join(parts)

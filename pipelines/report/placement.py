@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from pipelines.report.figures import line_style
+from pipelines.report import page
+from pipelines.report.figures import legend_below, legend_right, line_style, say_none
 
 US_PER_H = 3.6e9
 
@@ -37,7 +38,7 @@ def empty_hosts_over_time(series: pd.DataFrame, pool: str, source: str):
     ax.set_title(f"Empty hosts over time: pool {pool}, {source} lifetimes (dashed: each "
                  "policy's upper bound)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    legend_right(ax, ncol=1 if shown["policy"].nunique() <= 6 else 2)
     fig.tight_layout()
     return fig
 
@@ -77,7 +78,6 @@ def summary_bars(summary: pd.DataFrame, pool: str):
                       else None)
     ax_empty.set_ylabel("empty hosts (% of hosts, mean)")
     ax_empty.set_title("(a) empty hosts and each replay's upper bound", fontsize=10)
-    ax_empty.legend(fontsize=7, title="lifetimes", title_fontsize=7, loc="lower right")
     failed = pivot("failed_placements")
     centres = _grouped_bars(ax_gain, pivot("empty_hosts_pct_vs_best_fit_pp"))
     for (policy, source), x in centres.items():
@@ -89,11 +89,15 @@ def summary_bars(summary: pd.DataFrame, pool: str):
     ax_gain.axhline(0, color="black", lw=0.8)
     ax_gain.set_ylabel("empty hosts vs Best-Fit (pp)")
     ax_gain.set_title("(b) vs Best-Fit, same lifetimes (red: failed placements)", fontsize=10)
-    _grouped_bars(ax_failed, failed)
-    ax_failed.set_ylabel("failed placements (VMs, after warm-up)")
+    if failed.to_numpy(np.float64).any():
+        _grouped_bars(ax_failed, failed)
+        ax_failed.set_ylabel("failed placements (VMs, after warm-up)")
+    else:
+        say_none(ax_failed, "no placement failed")
     ax_failed.set_title("(c) failed placements", fontsize=10)
     fig.suptitle(f"Pool {pool}: means over the metric window")
     fig.tight_layout()
+    legend_below(fig, [ax_empty], ncol=6, title="lifetimes", title_fontsize=8)
     return fig
 
 
@@ -126,9 +130,51 @@ def accuracy_sweep(summary: pd.DataFrame, pool: str):
     ax.set_title(f"Accuracy sweep ([Ling25ext] Fig. 15): pool {pool}, "
                  f"{sweep['accuracy'].nunique()} accuracies{spread}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_right(ax)
     fig.tight_layout()
     return fig
+
+
+def gains_table(summary: pd.DataFrame, pool: str) -> pd.DataFrame:
+    """Per policy (rows) and lifetime source (columns): empty hosts vs Best-Fit in pp, with
+    the failed placements when there are any ("+1.23", "-0.40 (12 failed)")."""
+    plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")]
+
+    def cell(row):
+        failed = int(row["failed_placements"])
+        text = page.signed(row["empty_hosts_pct_vs_best_fit_pp"])
+        return text + (f" ({failed:,} failed)" if failed else "")
+
+    cells = plain.assign(cell=plain.apply(cell, axis=1))
+    table = cells.pivot_table(index="policy", columns="lifetime_source", values="cell",
+                              aggfunc="first").fillna("—")
+    return table.rename_axis(columns=None).reset_index()
+
+
+def findings(tables: dict, config) -> str:
+    """The placement block of the findings: on the largest pool, each policy and lifetime
+    source against Best-Fit (pp), the failures, Best-Fit's empty hosts and the upper bound."""
+    summary = tables.get("placement_summary")
+    if summary is None or not len(summary):
+        return ""
+    pool, _ = shown_replays(summary)
+    plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")]
+    best_fit = plain[plain["policy"] == "best_fit"]
+    sentences = [f"Pool {pool}, {int(plain['num_hosts'].max()):,} hosts: empty hosts vs "
+                 "Best-Fit with the same lifetimes (pp, means over the metric window)."]
+    if len(best_fit):
+        first = best_fit.iloc[0]
+        sentences.append(f"Best-Fit keeps {first['empty_hosts_pct']:.2f} % of hosts empty "
+                         f"(upper bound {first['upper_bound_empty_hosts_pct']:.2f} %).")
+    others = plain[plain["policy"] != "best_fit"]
+    if len(others):
+        best = others.loc[others["empty_hosts_pct_vs_best_fit_pp"].idxmax()]
+        failed = int(best["failed_placements"])
+        sentences.append(
+            f"Most: {best['policy']} with {best['lifetime_source']} lifetimes, "
+            f"{page.signed(best['empty_hosts_pct_vs_best_fit_pp'])} pp, "
+            + (f"{failed:,} failed placements." if failed else "no failed placement."))
+    return page.finding("placement", "Placement", sentences, gains_table(summary, pool))
 
 
 def section(tables: dict, config, figures) -> str:
@@ -137,7 +183,7 @@ def section(tables: dict, config, figures) -> str:
     if summary is None or not len(summary):
         return ""
     pool, source = shown_replays(summary)
-    parts = ["<h2>Placement</h2>",
+    parts = ['<h2 id="placement">Placement</h2>',
              figures.html(empty_hosts_over_time(tables["placement_timeseries"], pool, source),
                           "placement_empty_hosts", "Empty hosts over time per policy, with "
                           "each policy's upper bound"),
@@ -150,6 +196,6 @@ def section(tables: dict, config, figures) -> str:
     columns = ["pool", "policy", "lifetime_source", "defrag", "empty_hosts_pct",
                "upper_bound_empty_hosts_pct", "empty_hosts_pct_vs_best_fit_pp",
                "packing_density_pct", "failed_placements", "migrations"]
-    parts.append("<h3>Summary</h3>" + summary.sort_values(
-        ["pool", "lifetime_source", "defrag", "policy"])[columns].round(2).to_html(index=False))
+    parts.append("<h3>Summary</h3>" + page.table(summary.sort_values(
+        ["pool", "lifetime_source", "defrag", "policy"])[columns].round(2)))
     return "\n".join(parts)

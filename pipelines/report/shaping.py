@@ -9,6 +9,9 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
+from pipelines.report import page
+from pipelines.report.figures import legend_below
+
 BASELINE, ORACLE = "baseline", "oracle"
 POLICIES = ("baseline", "optimistic", "pessimistic")
 # (shaping_applications column, axis label, scale to the label's unit).
@@ -68,7 +71,6 @@ def fig_load(runs: pd.DataFrame):
     left.set_yscale("log")
     left.set_xlabel("offered load (requested / capacity)")
     left.set_ylabel("mean turnaround speed-up vs baseline (log)")
-    left.legend(fontsize=8)
     queue = runs[runs["policy"] == BASELINE].groupby("target_offered_load")[
         "mean_queue_length"].mean()
     right.plot(loads[queue.index], queue.to_numpy(), marker="o", color="k")
@@ -79,6 +81,7 @@ def fig_load(runs: pd.DataFrame):
         ax.grid(alpha=0.3)
     fig.suptitle("Resource shaping: speed-up against the offered load (means over seeds)")
     fig.tight_layout()
+    legend_below(fig, [left], ncol=2)
     return fig
 
 
@@ -194,12 +197,42 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     return table[["forecaster", "policy", "cell", "k1", "k2", *SUMMARY_COLUMNS]].round(3)
 
 
+def findings(tables: dict, config) -> str:
+    """The shaping block of the findings: per forecaster and policy, at each target load,
+    the speed-up over the baseline at its best K1, K2 and the applications that failed."""
+    runs = tables.get("shaping_runs")
+    if runs is None or not len(runs):
+        return ""
+    rows = []
+    for load, at in runs.groupby(runs["target_offered_load"].fillna(-1.0)):
+        table = summary_table(at)
+        for row in table[table["cell"] == "best ratio"].itertuples():
+            rows.append({"forecaster": row.forecaster, "policy": row.policy,
+                         "load": "the trace's load" if load < 0 else f"load {load:g}",
+                         "speed-up": row.turnaround_speedup_vs_baseline,
+                         "failed": row.failed_applications_pct})
+    if not rows:
+        return ""
+    best = pd.DataFrame(rows)
+    cells = best.assign(cell=[f"{s:.2f}×, {f:.1f} % failed"
+                              for s, f in zip(best["speed-up"], best["failed"])])
+    shown = (cells.pivot_table(index=["forecaster", "policy"], columns="load", values="cell",
+                               aggfunc="first", sort=False).fillna("—")
+             .rename_axis(columns=None).reset_index())
+    top = best.loc[best["speed-up"].idxmax()]
+    sentences = ["Turnaround speed-up over the baseline (same seed, means over seeds) at each "
+                 "policy's best K1, K2, and the applications that failed.",
+                 f"Most: {top['forecaster']} {top['policy']} at {top['load']}, "
+                 f"{top['speed-up']:.2f}× with {top['failed']:.1f} % failed."]
+    return page.finding("shaping", "Resource shaping", sentences, shown)
+
+
 def section(tables: dict, config, figures) -> str:
     """The shaping section's HTML, or "" when the run has no shaping tables."""
     runs = tables.get("shaping_runs")
     if runs is None or not len(runs):
         return ""
-    parts = ["<h2>Resource shaping</h2>"]
+    parts = ['<h2 id="shaping">Resource shaping</h2>']
     drawn = fig_load(runs)
     load = figure_load(runs)
     if drawn is not None:
@@ -222,5 +255,5 @@ def section(tables: dict, config, figures) -> str:
                                    "failed applications over K1 × K2, per forecaster and policy"))
     at = "" if load is None else f" at target load {load:g}"
     parts += [f"<h3>Runs: means over seeds{at}</h3>",
-              summary_table(runs).to_html(index=False, na_rep="—")]
+              page.table(summary_table(runs), na_rep="—")]
     return "\n".join(parts)

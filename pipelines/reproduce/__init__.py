@@ -3,7 +3,8 @@
 For each claim of the paper that fleetcast checks, the page shows the paper's number (and
 where the paper states it), fleetcast's number from this run's tables, the data it ran on,
 the rule that compares the two and the verdict it computes (claims.py); then the figures
-and the tables the claims come from. Modules:
+and the tables the claims come from. A page replaces only the page, figures and index that
+fleetcast wrote (their markers say so; pipelines/io/owned_files.py). Modules:
 
     claims.py      Claim, Rule (the verdict rules), Sql / Computed measures, verdicts
     runs.py        RunSpec (a config and its --quick shrinking) and Runs (run each once)

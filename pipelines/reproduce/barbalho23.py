@@ -153,11 +153,11 @@ def tables(runs):
 
 PAPER = Paper(
     key="Barbalho23",
-    reference="Hugo Barbalho, Patricia Kovaleski, Beibin Li, Luke Marshall, Marco Molinaro, "
-              "Abhisek Pan, Eli Cortez, Matheus Leao, Harsh Patwari, Zuzu Tang, Tamires "
-              "Vargas Capanema Santos, Larissa Rozales Gonçalves, David Dion, Thomas "
-              "Moscibroda, Ishai Menache. Virtual Machine Allocation with Lifetime "
-              "Predictions. MLSys 2023.",
+    authors="Hugo Barbalho, Patricia Kovaleski, Beibin Li, Luke Marshall, Marco Molinaro, Abhisek "
+            "Pan, Eli Cortez, Matheus Leao, Harsh Patwari, Zuzu Tang, Tamires Vargas Capanema "
+            "Santos, Larissa Rozales Gonçalves, David Dion, Thomas Moscibroda, Ishai Menache",
+    title="Virtual Machine Allocation with Lifetime Predictions",
+    venue="MLSys 2023",
     summary="The paper trains on three months of Azure production VMs with customer history "
             "and simulates zones of Azure's allocator. Here the Azure V1 vmtable sample (3.5 "
             "days of one region) trains LA's classifier on VM size, deployment size and the "

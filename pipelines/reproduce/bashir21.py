@@ -134,9 +134,9 @@ def tables(runs):
 
 PAPER = Paper(
     key="Bashir21",
-    reference="Noman Bashir, Nan Deng, Krzysztof Rzadca, David Irwin, Sree Kodak, Rohit "
-              "Jnagal. Take it to the Limit: Peak Prediction-driven Resource Overcommitment "
-              "in Datacenters. EuroSys 2021.",
+    authors="Noman Bashir, Nan Deng, Krzysztof Rzadca, David Irwin, Sree Kodak, Rohit Jnagal",
+    title="Take it to the Limit: Peak Prediction-driven Resource Overcommitment in Datacenters",
+    venue="EuroSys 2021",
     summary="The paper simulates a week of Google's 2019 trace (cell a), where tasks run close "
             "to their limits. The Azure V1 readings sample has 50 VMs and no core counts, so "
             "each VM's limit is 1 VM and the VMs are placed at random on 5 machines; these VMs "

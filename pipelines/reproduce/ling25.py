@@ -234,11 +234,13 @@ def tables(runs):
 
 PAPER = Paper(
     key="Ling25",
-    reference="Jianheng Ling, Pratik Worah, Yawen Wang, Yunchuan Kong, Chunlei Wang, Clifford "
-              "Stein, Diwakar Gupta, Jason Behmer, Logan A. Bush, Prakash Ramanan, Rajesh "
-              "Kumar, Thomas Chestna, Yajing Liu, Ying Liu, Ye Zhao, Kathryn S. McKinley, "
-              "Meeyoung Park, Martin Maas. LAVA: Lifetime-Aware VM Allocation with Learned "
-              "Distributions and Adaptation to Mispredictions. MLSys 2025.",
+    authors="Jianheng Ling, Pratik Worah, Yawen Wang, Yunchuan Kong, Chunlei Wang, Clifford "
+            "Stein, Diwakar Gupta, Jason Behmer, Logan A. Bush, Prakash Ramanan, Rajesh Kumar, "
+            "Thomas Chestna, Yajing Liu, Ying Liu, Ye Zhao, Kathryn S. McKinley, Meeyoung Park, "
+            "Martin Maas",
+    title="LAVA: Lifetime-Aware VM Allocation with Learned Distributions and Adaptation to "
+          "Mispredictions",
+    venue="MLSys 2025",
     summary="The paper replays seven weeks of 24 Google Cloud pools against Google's "
             "production baseline, with a model on features this trace lacks (admission "
             "policy, metadata). Here one Azure V1 region of 3.5 days (259,159 VMs; the pool "

@@ -9,7 +9,7 @@ from scipy import stats
 
 from pipelines.report.lifetime import error_histogram, f1_vs_uptime, model_table
 from pipelines.report.placement import accuracy_sweep
-from pipelines.reproduce import lava_limits
+from pipelines.reproduce import lava_limits, ling25
 from pipelines.reproduce.claims import (
     Claim,
     Computed,
@@ -214,12 +214,9 @@ def tables(runs):
 
 PAPER = Paper(
     key="Ling25ext",
-    reference="Jianheng Ling, Pratik Worah, Yawen Wang, Yunchuan Kong, Chunlei Wang, Clifford "
-              "Stein, Diwakar Gupta, Jason Behmer, Logan A. Bush, Prakash Ramanan, Rajesh "
-              "Kumar, Thomas Chestna, Yajing Liu, Ying Liu, Ye Zhao, Kathryn S. McKinley, "
-              "Meeyoung Park, Martin Maas. LAVA: Lifetime-Aware VM Allocation with Learned "
-              "Distributions and Adaptation to Mispredictions (long version with appendices "
-              "A-I).",
+    authors=ling25.PAPER.authors,
+    title=ling25.PAPER.title,
+    venue="Long version with appendices A-I",
     summary="The appendices' claims about the model, its errors and the accuracy sweep, checked "
             "on the Azure V1 vmtable sample (3.5 days: lifetimes capped at 1 day, long-lived "
             "beyond 12 hours; the model sees only VM size, deployment size and the arrival's "

@@ -374,8 +374,9 @@ def tables(runs):
 
 PAPER = Paper(
     key="Pace18",
-    reference="Francesco Pace, Dimitrios Milios, Damiano Carra, Pietro Michiardi. Dynamic "
-              "Resource Shaping for Compute Clusters. 2018.",
+    authors="Francesco Pace, Dimitrios Milios, Damiano Carra, Pietro Michiardi",
+    title="Dynamic Resource Shaping for Compute Clusters",
+    venue="2018",
     summary="The paper simulates 150,000 applications sampled from public traces on 250 hosts "
             "of 32 cores and 128 GB for about three months, monitoring usage every minute. "
             "Here configs/shaping_002.textproto runs that setup on 5 hosts with 750 "

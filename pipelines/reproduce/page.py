@@ -1,30 +1,39 @@
 """The pages `fleetcast reproduce` writes: docs/reproduce/<key>.md per paper and index.md.
 
-A paper's page: its title (the paper's key and full reference), what produced it (fleetcast
-version, commit, date, full or --quick), the runs (config, data, results directory, wall
-time), one table of claims (claim | paper | fleetcast | data | rule | verdict), how each
-fleetcast number is computed, the figures (PNG in <key>/ next to the page) and the tables the
-claims come from. Its first lines hold a marker comment with the verdict counts in JSON, from
-which index.md is rebuilt over every page present.
+A paper's page: its title (the paper's key and title; the authors and venue on the line
+below), what produced it (fleetcast version, commit, date, full or --quick), the runs
+(config, data, results directory, wall time), one table of claims (claim | paper | fleetcast
+| data | rule | verdict), how each fleetcast number is computed, the figures (PNG in <key>/
+next to the page) and the tables the claims come from. Its first lines hold a marker
+comment in JSON with the verdict counts, from which index.md is rebuilt over every page
+present, and the figure files the page owns ("figures", relative to docs/reproduce/). index.md
+carries a marker of its own. `fleetcast reproduce` replaces or deletes only the pages, figures
+and index these markers say it wrote (pipelines/io/owned_files.py); a page written before the
+figures were listed owns the <key>/ files its Markdown links, an index written before its
+marker is known by its heading and its "rebuilt from the pages present" sentence.
 """
 
 import collections
 import datetime
-import json
 import math
+import os
 import pathlib
 import re
 import subprocess
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Set, Tuple
 
 import pandas as pd
 
 from pipelines import run as run_pipeline
+from pipelines.io.owned_files import OwnedDirectory, find_marker, marker, owned_paths, read_text
 from pipelines.reproduce.claims import VERDICTS, Outcome
 
 MARKER = "fleetcast-reproduce"
-_MARKER_LINE = re.compile(r"<!-- " + MARKER + r" (\{.*\}) -->")
+INDEX_MARKER = "fleetcast-reproduce-index"
 INDEX = "index.md"
+STAGING = "reproduce"  # <docs_dir>/reproduce/.fleetcast/reproduce: a page being drawn
+_INDEX_TITLE = "# Reproducing the papers"
+_INDEX_SENTENCE = "This index is rebuilt from the pages present"
 
 
 def cell(text) -> str:
@@ -126,20 +135,23 @@ def _tables_section(tables: Sequence[Tuple[str, pd.DataFrame]]) -> List[str]:
     return lines
 
 
-def write_page(paper, outcomes: Sequence[Outcome], runs, figures, tables, docs_dir: str,
-               code: str) -> pathlib.Path:
-    """Writes <docs_dir>/reproduce/<key>.md (`code`: the commit the runs ran, `commit()`
-    when they started); returns its path."""
-    directory = pathlib.Path(docs_dir) / "reproduce"
-    directory.mkdir(parents=True, exist_ok=True)
+def pages_dir(docs_dir) -> OwnedDirectory:
+    """<docs_dir>/reproduce, where `fleetcast reproduce` writes its pages, figures and index."""
+    return OwnedDirectory(os.path.join(str(docs_dir), "reproduce"), "fleetcast reproduce",
+                          "--docs_dir")
+
+
+def page_text(paper, outcomes: Sequence[Outcome], runs, figures, tables, code: str,
+              files: Sequence[str]) -> str:
+    """The Markdown of <key>.md (`code`: the commit the runs ran, `commit()` when they
+    started; `files`: the figure files it owns, relative to docs/reproduce/)."""
     by_verdict = counts(outcomes)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     mode = ("--quick (small inputs: a check that every claim is computed, not a result)"
             if runs.quick else "full")
-    marker = json.dumps({"key": paper.key, "quick": runs.quick, "date": date,
-                         "counts": by_verdict}, sort_keys=True)
-    lines = [f"# [{paper.key}] {paper.reference}", "",
-             f"<!-- {MARKER} {marker} -->", "",
+    lines = [f"# [{paper.key}] {paper.title}", "", f"*{paper.authors}. {paper.venue}.*", "",
+             marker(MARKER, {"key": paper.key, "quick": runs.quick, "date": date,
+                             "counts": by_verdict, "figures": list(files)}), "",
              f"Written by `fleetcast reproduce {paper.key}{' --quick' if runs.quick else ''}`;"
              " run it again rather than editing this page.", "",
              markdown_table(["", ""], [
@@ -155,42 +167,79 @@ def write_page(paper, outcomes: Sequence[Outcome], runs, figures, tables, docs_d
     lines += _claims_section(outcomes, runs)
     lines += _figures_section(paper.key, figures)
     lines += _tables_section(tables)
-    page = directory / f"{paper.key}.md"
-    page.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
-    return page
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def read_marker(page: pathlib.Path):
-    """The marker of a page `write_page` wrote (a dict), or None."""
-    for line in page.read_text(encoding="utf-8").splitlines()[:8]:
-        found = _MARKER_LINE.fullmatch(line.strip())
-        if found:
-            return json.loads(found.group(1))
-    return None
+def _marker_in(text: str) -> Optional[dict]:
+    """The marker of a page's `text` (key, quick, date, counts, and figures when it lists
+    them), or None: no marker, or a damaged one."""
+    found = find_marker(text, MARKER) or {}
+    counted = isinstance(found.get("counts"), dict) and all(
+        isinstance(n, int) for n in found["counts"].values())
+    return found if counted and {"key", "quick", "date"} <= set(found) else None
 
 
-def write_index(docs_dir: str, references: dict) -> pathlib.Path:
-    """Rewrites <docs_dir>/reproduce/index.md from the pages present (`references`: {key:
-    full reference}); returns its path."""
-    directory = pathlib.Path(docs_dir) / "reproduce"
-    directory.mkdir(parents=True, exist_ok=True)
+def read_marker(page) -> Optional[dict]:
+    """The marker of the page `page` (`_marker_in`); None for a file that is no page of
+    fleetcast reproduce's (not UTF-8 included)."""
+    return _marker_in(read_text(page) or "")
+
+
+def owned(directory: str, name: str) -> Set[str]:
+    """The files, relative to `directory` (docs/reproduce), that its page `name` owns, the
+    page included: index.md, itself; <key>.md, itself and the figures its marker lists (or,
+    written before the list, the <key>/ files its Markdown links). Nothing for a file
+    fleetcast reproduce did not write, or no file."""
+    text = read_text(os.path.join(directory, name))
+    if text is None:
+        return set()
+    if name == INDEX:
+        ours = find_marker(text, INDEX_MARKER) is not None or (
+            text.startswith(_INDEX_TITLE + "\n") and _INDEX_SENTENCE in text)
+        return {INDEX} if ours else set()
+    found = _marker_in(text)
+    if found is None:
+        return set()
+    key = name[:-len(".md")]
+    listed = found["figures"] if "figures" in found else re.findall(
+        rf"\]\(({re.escape(key)}/[^)\s]+)\)", text)
+    return {name, *owned_paths(listed, key)}
+
+
+def publish_page(target: OwnedDirectory, staged: str, name: str, text: str):
+    """Publishes the page `name` of `target` holding `text` with the figures drawn into
+    `staged` (`target.staging(STAGING)`) in place of what its previous page owned."""
+    target.publish(staged, name, text, owned(target.path, name))
+
+
+def _index_text(directory: str, references: dict) -> str:
+    """index.md over the pages present in `directory` (`references`: {key: reference})."""
     rows, totals = [], collections.Counter()
-    for page in sorted(directory.glob("*.md")):
-        marker = read_marker(page) if page.name != INDEX else None
-        if marker is None:
+    for page in sorted(pathlib.Path(directory).glob("*.md")):
+        found = read_marker(page) if page.name != INDEX else None
+        if found is None:
             continue
-        key = marker["key"]
-        totals.update(marker["counts"])
+        key = found["key"]
+        totals.update(found["counts"])
         rows.append([f"[{key}]({page.name})", references.get(key, ""),
-                     "--quick" if marker["quick"] else "full", marker["date"],
-                     *(marker["counts"].get(v, 0) for v in VERDICTS)])
-    lines = ["# Reproducing the papers", "",
+                     "--quick" if found["quick"] else "full", found["date"],
+                     *(found["counts"].get(v, 0) for v in VERDICTS)])
+    lines = [_INDEX_TITLE, "", marker(INDEX_MARKER, {}), "",
              "Each page is written by `fleetcast reproduce PAPER` (`all` for every paper): it "
              "runs the paper's configs and compares each of the paper's claims that fleetcast "
-             "checks with fleetcast's number, by a rule stated on the page. This index is "
-             "rebuilt from the pages present whenever a page is written.", "",
+             f"checks with fleetcast's number, by a rule stated on the page. {_INDEX_SENTENCE} "
+             "whenever a page is written.", "",
              markdown_table(["paper", "reference", "mode", "date", *VERDICTS], rows), "",
              f"In all: {counts_text({v: totals.get(v, 0) for v in VERDICTS})}."]
-    index = directory / INDEX
-    index.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return index
+    return "\n".join(lines) + "\n"
+
+
+def write_index(docs_dir, references: dict) -> pathlib.Path:
+    """Rewrites <docs_dir>/reproduce/index.md from the pages present (`references`: {key:
+    full reference}) and returns its path; owned_files.Refused when an index.md fleetcast
+    did not write is there. The caller holds the directory's lock when another command may
+    write into it."""
+    target = pages_dir(docs_dir)
+    with target.staging(STAGING) as staged:
+        publish_page(target, staged, INDEX, _index_text(target.path, references))
+    return pathlib.Path(target.path) / INDEX

@@ -34,7 +34,8 @@ def no_tables(runs: Runs) -> List[Tuple[str, pd.DataFrame]]:
 class Paper:
     """A paper and what fleetcast checks of it.
 
-    `key` is its reference key ([Bashir21]); `runs` the configs it runs, in order; `claims`
+    `key` is its reference key ([Bashir21]); `authors`, `title` and `venue` its reference
+    (`reference` joins them); `runs` the configs it runs, in order; `claims`
     its claims in page order; `summary` a paragraph on what the runs can and cannot compare.
     `figures(runs, directory)` saves PNGs in `directory` and returns (file name, caption);
     `tables(runs)` returns (title, DataFrame) of the results the claims come from. Both skip
@@ -42,9 +43,15 @@ class Paper:
     """
 
     key: str
-    reference: str
+    authors: str
+    title: str
+    venue: str
     summary: str
     runs: Tuple[RunSpec, ...]
     claims: Tuple[Claim, ...]
     figures: Figures = no_figures
     tables: Tables = no_tables
+
+    @property
+    def reference(self) -> str:
+        return f"{self.authors}. {self.title}. {self.venue}."

@@ -2,12 +2,14 @@
 
 A stage is a PTransform from the dict of tables built so far (the canonical tables and
 earlier stages' outputs, by name) to a dict of new tables; a "dead_letters" entry joins the
-run's one dead-letter table. Stages run in registration order when their RunConfig field is
-set. A new stage is a package under pipelines/stages/ (its transform and `validate_config`),
-its message in RunConfig (configs/fleetcast.proto), its tables' schemas (pipelines/schemas.py),
-optionally a report module (pipelines/report/) with `section(tables, config, figures)`, and one
-`STAGES.register` call below. Each stage's modules are imported only when a config uses it
-(the lifetime stage loads LightGBM).
+run's one dead-letter table, an "exclusions" entry of ((stage, table, reason), rows) pairs
+the count of what it leaves out by design (pipelines/io/dead_letters.py `left_out`). Stages
+run in registration order when their RunConfig field is set. A new stage is a package under
+pipelines/stages/ (its transform and `validate_config`), its message in RunConfig
+(configs/fleetcast.proto), its tables' schemas (pipelines/schemas.py), optionally a report
+module (pipelines/report/) with `findings(tables, config)` and `section(tables, config,
+figures)`, and one `STAGES.register` call below. Each stage's modules are imported only
+when a config uses it (the lifetime stage loads LightGBM).
 """
 
 import dataclasses
@@ -30,6 +32,8 @@ class Stage:
       tables: the names of the tables it writes (pipelines/schemas.py).
       summary: stage message -> one clause for `fleetcast validate` ("placement: 4 policies").
       report: the report module drawing its section (pipelines/report/), or None.
+      warn: stage message -> one-line warnings for valid combinations that are known to
+        lose or to do nothing, or None.
     """
 
     label: str
@@ -38,6 +42,7 @@ class Stage:
     tables: Tuple[str, ...]
     summary: Callable
     report: Optional[str] = None
+    warn: Optional[Callable] = None
 
 
 def _stage(name: str):
@@ -80,7 +85,9 @@ STAGES.register("placement", Stage(
     tables=tuple(schemas.PLACEMENT_TABLES),
     summary=lambda message: (f"placement: {len(message.policy) + len(message.policy_plugin)} "
                              "policies"),
-    report="pipelines.report.placement"))
+    report="pipelines.report.placement",
+    warn=lambda message: importlib.import_module(
+        "pipelines.stages.placement.known_bad").warnings(message)))
 STAGES.register("shaping", Stage(
     label="Shaping",
     build=lambda message, work_dir: _stage("shaping").ShapingStage(message),
@@ -88,7 +95,8 @@ STAGES.register("shaping", Stage(
         check, config.shaping, has_hosts=_has_hosts(source)),
     tables=tuple(schemas.SHAPING_TABLES),
     summary=lambda message: f"shaping: {len(message.policy)} policies",
-    report="pipelines.report.shaping"))
+    report="pipelines.report.shaping",
+    warn=lambda message: _stage("shaping").validation.warnings(message)))
 
 
 def configured(config):

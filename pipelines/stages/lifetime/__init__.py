@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import schemas
 from pipelines.io import publish, sharding, spill
-from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
+from pipelines.io.dead_letters import DEAD_LETTERS, EXCLUSIONS, SplitByTag
 from pipelines.io.sinks import WriteTable
 from pipelines.stages.lifetime import sampling
 from pipelines.stages.lifetime.examples import EXAMPLES, merge_spans, shard_examples, trace_span
@@ -78,7 +78,8 @@ class LifetimeStage(beam.PTransform):
              "cut": cut | "CutToShards" >> beam.FlatMap(to_shards, num_shards)}
             | "GroupShards" >> beam.CoGroupByKey()
             | "Examples" >> beam.FlatMap(shard_examples, config, spill_to)
-            | "SplitExamples" >> SplitByTag((EXAMPLES, DEAD_LETTERS, sampling.SAMPLED)))
+            | "SplitExamples" >> SplitByTag((EXAMPLES, DEAD_LETTERS, EXCLUSIONS,
+                                             sampling.SAMPLED)))
         trained = (
             {"instances": per_shard[sampling.SAMPLED] | "KeySample" >> beam.Map(to_one_key),
              "span": span | "KeySpan" >> beam.Map(to_one_key),
@@ -90,7 +91,7 @@ class LifetimeStage(beam.PTransform):
             _ = per_shard[EXAMPLES] | "CopyExamples" >> WriteTable.to_location(
                 config.examples.output, schemas.LIFETIME_EXAMPLES)
         return {EXAMPLES: per_shard[EXAMPLES], DEAD_LETTERS: per_shard[DEAD_LETTERS],
-                **trained}
+                EXCLUSIONS: per_shard[EXCLUSIONS], **trained}
 
 
 def shard_by_instance(table, num_shards: int, spill_to):

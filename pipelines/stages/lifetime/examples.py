@@ -10,10 +10,11 @@ import pyarrow.compute as pc
 
 from pipelines import schemas
 from pipelines.io import sharding, spill
-from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.io.dead_letters import left_out
 from pipelines.stages.lifetime import sampling
 from predictors.lifetime.examples import (
     LIFETIME_FRACTIONS,
+    REASON_ZERO_LIFETIME,
     TimeSplit,
     censoring_weighted,
     default_uptime_ages_s,
@@ -27,8 +28,8 @@ from predictors.lifetime.examples import (
 from predictors.lifetime.features import REASON_NO_FEATURES, lacks_feature_values
 
 SOURCE = "lifetime"
-
-
+# Valid rows the models cannot learn from; a negative lifetime or no start is a dead letter.
+EXCLUDED = frozenset((REASON_ZERO_LIFETIME, REASON_NO_FEATURES))
 EXAMPLES = "lifetime_examples"
 
 
@@ -174,14 +175,16 @@ def examples_table(split: TimeSplit, config) -> pa.Table:
                                 schema=schemas.LIFETIME_EXAMPLES, preserve_index=False)
 
 
-def dead_letters_of(rejected: pd.DataFrame) -> pa.Table:
-    """DEAD_LETTERS rows of rejected instances, the raw row as JSON in the INSTANCES types
-    (through Arrow, so that integer columns pandas holds as float read as integers again)."""
+def left_out_rows(rejected: pd.DataFrame):
+    """(tag, value) pairs of the instances the lifetime stage leaves out: a zero lifetime or
+    no feature value as exclusions (EXCLUDED), the rest as dead letters, their raw rows as
+    JSON in the INSTANCES types (through Arrow, so that integer columns pandas holds as
+    float read as integers again)."""
     columns = rejected.drop(columns="reason")
     schema = pa.schema([(name, schemas.INSTANCES.field(name).type) for name in columns])
-    return rows_as_dead_letters(
+    return left_out(
         SOURCE, "instances", pa.Table.from_pandas(columns, schema=schema, preserve_index=False),
-        rejected["reason"].tolist())
+        rejected["reason"].tolist(), EXCLUDED)
 
 
 def shard_examples(element, config, spill_to=None):
@@ -198,7 +201,7 @@ def shard_examples(element, config, spill_to=None):
         yield sampling.SAMPLED, spill.spilled(in_sample, spill_to)
     parts = partition_instances(instances.to_pandas(), config.trace_start_us)
     if len(parts.rejected):
-        yield DEAD_LETTERS, dead_letters_of(parts.rejected)
+        yield from left_out_rows(parts.rejected)
     if not len(parts.used):
         return
     (span,) = list(grouped["span"])

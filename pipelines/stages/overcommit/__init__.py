@@ -28,7 +28,7 @@ import apache_beam as beam
 
 from configs.units import US_PER_S
 from pipelines import schemas
-from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, ROWS
+from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, EXCLUSIONS, ROWS
 from pipelines.io.sinks import ReadTable, WriteTable
 from pipelines.stages.overcommit.steps import (
     ResetToZeroAndShift,
@@ -162,4 +162,5 @@ class OvercommitStage(beam.PTransform):
                                 | "SumCounts" >> beam.CombinePerKey(sum_counts)
                                 | "CountsTable" >> beam.Map(counts_table)),
             DEAD_LETTERS: tuple(dead_letters) | "FlattenDeadLetters" >> beam.Flatten(),
+            EXCLUSIONS: results[EXCLUSIONS],
         }

@@ -24,9 +24,9 @@ import pyarrow as pa
 from configs.registry import PluginFailed
 from pipelines import progress, schemas
 from pipelines.io import sharding, spill
-from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, SplitByTag
+from pipelines.io.dead_letters import COUNTS, DEAD_LETTERS, EXCLUSIONS, SplitByTag, left_out
 from pipelines.io.failures import RunFailed
-from pipelines.stages.overcommit.steps import rejected_rows, step_counts
+from pipelines.stages.overcommit.steps import SOURCE, step_counts
 from predictors.peak.machine_samples import MachineSamples
 from predictors.peak.overcommit_metrics import (
     CellSums,
@@ -45,8 +45,11 @@ CELL = "cell"
 # Dead-letter reasons of the per-machine samples step.
 INVALID_USAGE = "usage is negative or not finite"
 INVALID_LIMIT = "limit is not > 0 (or not finite): a task without a limit cannot be overcommitted"
-DUPLICATE_SAMPLE = ("duplicate sample of an instance at one time on one machine: merged into "
-                    "one sample (max usage, max limit)")
+# An exclusion, not a dead letter: the rows are merged, and a task rescheduled within a step
+# onto the same machine gives two such samples.
+DUPLICATE_SAMPLE = ("two samples of an instance in one step on one machine (a reschedule "
+                    "within the step, or a repeated row): merged into one (max usage, max "
+                    "limit)")
 _MACHINES_LOG = progress.Throttle()  # a progress line now and then, per worker process
 
 
@@ -220,10 +223,12 @@ def machine_tagged(element, tellers: FortuneTellers):
     machine_id, tables = element
     samples = sharding.concat(map(spill.load, tables), schemas.OVERCOMMIT_SCHEDULED_USAGE)
     machine, reasons, rows = build_machine_samples(samples)
+    merged = sum(reason == DUPLICATE_SAMPLE for reason in reasons)
     yield step_counts("samples", samples.num_rows, samples.num_rows - len(rows),
-                      rejected=len(rows))
+                      filtered=merged, rejected=len(rows) - merged)
     if len(rows):
-        yield rejected_rows(samples, rows, reasons, "overcommit_scheduled_usage")
+        yield from left_out(SOURCE, "overcommit_scheduled_usage", samples.take(pa.array(rows)),
+                            reasons, frozenset((DUPLICATE_SAMPLE,)))
     if machine is None:
         return
     result = evaluate_machine(machine_id, machine, tellers)
@@ -278,4 +283,4 @@ class RunFortuneTellers(beam.PTransform):
                 | "GroupByMachineShard" >> beam.GroupByKey()
                 | "RunTellers" >> beam.FlatMap(shard_tagged, self._tellers)
                 | "Split" >> SplitByTag((TIMESERIES, MACHINE_METRICS, CELL, DEAD_LETTERS,
-                                         COUNTS)))
+                                         EXCLUSIONS, COUNTS)))

@@ -25,7 +25,7 @@ Modules: pools.py (pools, dead letters), replays.py (a replay), validation.py (t
 import apache_beam as beam
 
 from pipelines.io import publish, spill
-from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
+from pipelines.io.dead_letters import DEAD_LETTERS, EXCLUSIONS, SplitByTag
 from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool
 from pipelines.stages.placement.replays import (
     SUMMARY,
@@ -60,7 +60,7 @@ class ReplayFn(beam.DoFn):
 
 class PlacementStage(beam.PTransform):
     """{"instances", "machines"[, "lifetime_models"]: PCollection[pa.Table]} →
-    {"placement_timeseries", "placement_summary", "dead_letters"}.
+    {"placement_timeseries", "placement_summary", "dead_letters", "exclusions"}.
 
     Args:
       config: a PlacementConfig. The trained models' directories come from the lifetime
@@ -84,7 +84,7 @@ class PlacementStage(beam.PTransform):
         prepared = (by_pool
                     | "GroupPools" >> beam.CoGroupByKey()
                     | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model, spill_to)
-                    | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS)))
+                    | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS, EXCLUSIONS)))
         side = ((beam.pvalue.AsList(tables["lifetime_models"]),) if uses_model else ())
         pools = beam.pvalue.AsDict(prepared[POOLS] | "KeyPools" >> beam.Map(
             lambda pool_input: (pool_input.pool, pool_input)))
@@ -101,4 +101,4 @@ class PlacementStage(beam.PTransform):
                    | "GroupSummaries" >> beam.GroupByKey()
                    | "VsBestFit" >> beam.Map(with_baseline_differences))
         return {TIMESERIES: replays[TIMESERIES], SUMMARY: summary,
-                DEAD_LETTERS: prepared[DEAD_LETTERS]}
+                DEAD_LETTERS: prepared[DEAD_LETTERS], EXCLUSIONS: prepared[EXCLUSIONS]}

@@ -13,7 +13,7 @@ from configs.checks import Limit
 from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding, spill
-from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import (
@@ -23,12 +23,15 @@ from predictors.lifetime import features
 
 SOURCE = "placement"
 POOLS = "pools"
-# Dead-letter reasons.
+# Why an instance is left out of the replays: a dead letter when its row contradicts the
+# schema, an exclusion when the replay cannot model it (EXCLUDED).
 REASON_NO_REQUEST = "no cpu_request or memory_request"
 REASON_ZERO_REQUEST = "zero cpu_request and memory_request"
 REASON_ENDS_BEFORE_START = "end_time before start_time"
 REASON_TOO_LARGE = "request larger than every host of the pool"
 REASON_NO_HOSTS = "pool has no machine with capacities"
+EXCLUDED = frozenset((REASON_NO_REQUEST, REASON_ZERO_REQUEST, REASON_TOO_LARGE,
+                      REASON_NO_HOSTS))
 # 8 x a Google 2019 cell (~12,000 machines): every host is a row of each replay's host
 # table, which the policies scan.
 MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of every replay's "
@@ -139,8 +142,8 @@ def prepare_pool(element, config, keep_instances: bool,
         capacity = hosts_of_machines(sharding.concat(map(spill.load, grouped["machines"]),
                                                      schemas.MACHINES))
         if capacity is None:
-            yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances", instances.take(order),
-                                                     REASON_NO_HOSTS)
+            yield from left_out(SOURCE, "instances", instances, [REASON_NO_HOSTS]
+                                * instances.num_rows, EXCLUDED)
             return
     cpu, memory, end = (instances.column(c).to_numpy().astype(np.float64)[order]
                         for c in ("cpu_request", "memory_request", "end_time"))
@@ -153,9 +156,8 @@ def prepare_pool(element, config, keep_instances: bool,
     reasons[too_large] = REASON_TOO_LARGE
     rejected = reasons != ""
     if rejected.any():
-        yield DEAD_LETTERS, rows_as_dead_letters(SOURCE, "instances",
-                                                 instances.take(order[rejected]),
-                                                 reasons[rejected])
+        yield from left_out(SOURCE, "instances", instances.take(order[rejected]),
+                            reasons[rejected], EXCLUDED)
     kept = order[~rejected]
     if not len(kept):
         return

@@ -22,7 +22,7 @@ Modules: workload.py (workload, cluster and dead letters from the canonical tabl
 
 import apache_beam as beam
 
-from pipelines.io.dead_letters import DEAD_LETTERS, SplitByTag
+from pipelines.io.dead_letters import DEAD_LETTERS, EXCLUSIONS, SplitByTag
 from pipelines.stages.shaping import runs as shaping_runs
 from pipelines.stages.shaping.runs import APPLICATIONS, RUNS, SUMMARY
 from pipelines.stages.shaping.validation import validate_config
@@ -33,7 +33,8 @@ __all__ = ["ShapingStage", "validate_config"]
 
 class ShapingStage(beam.PTransform):
     """{"instances", "usage", "machines": PCollection[pa.Table]} →
-    {"shaping_runs", "shaping_applications", "shaping_summary", "dead_letters"}.
+    {"shaping_runs", "shaping_applications", "shaping_summary", "dead_letters",
+    "exclusions"}.
 
     Args:
       config: a ShapingConfig.
@@ -50,7 +51,7 @@ class ShapingStage(beam.PTransform):
         prepared = (keyed
                     | "GroupCluster" >> beam.CoGroupByKey()
                     | "Prepare" >> beam.FlatMap(prepare, config)
-                    | "SplitPrepared" >> SplitByTag((WORKLOAD, DEAD_LETTERS)))
+                    | "SplitPrepared" >> SplitByTag((WORKLOAD, DEAD_LETTERS, EXCLUSIONS)))
         workload = beam.pvalue.AsSingleton(prepared[WORKLOAD])
         forecasts = (prepared[WORKLOAD]
                      | "ForecastTasks" >> beam.FlatMap(shaping_runs.forecast_tasks, config)
@@ -77,4 +78,4 @@ class ShapingStage(beam.PTransform):
         summary = ((cells, runs | "SummarizeRuns" >> beam.Map(shaping_runs.summary_of_runs))
                    | "Summary" >> beam.Flatten())
         return {RUNS: runs, APPLICATIONS: results[APPLICATIONS], SUMMARY: summary,
-                DEAD_LETTERS: prepared[DEAD_LETTERS]}
+                DEAD_LETTERS: prepared[DEAD_LETTERS], EXCLUSIONS: prepared[EXCLUSIONS]}

@@ -38,6 +38,9 @@ FORECAST_STEP_BYTES = 32
 # One forecaster's forecasts are one Beam element (merged from its shards) that every run of
 # it reads: a sixth of the 24 GB machine the design targets.
 MAX_FORECAST_BYTES = 4 * 10 ** 9
+# A load's submissions span at most this many steps: a simulation's times (µs, int64) and
+# its step loop stay in range.
+MAX_SUBMIT_SPAN_STEPS = 10 ** 9
 # A summary cell: the runs of every seed of one (forecaster, k1, k2, policy, target load).
 CELL_KEY = ("forecaster", "k1", "k2", "policy", "target_offered_load")
 # Run columns summarized over a cell's seeds.
@@ -151,13 +154,20 @@ def with_load(workload, config, cluster, target: Optional[float]):
     """`workload` at a load: submissions as frequent as makes its offered load `target` (to
     within the rounding of submit steps), or, with None, `arrival_rate_scale` times as
     frequent."""
+    field, scale = "shaping.arrival_rate_scale", config.arrival_rate_scale
     if target is not None:
         load = offered_load(workload, cluster.capacity)
         if not np.isfinite(load):
             raise RunFailed("shaping.target_offered_load: the workload's submissions span no "
                             "time, so no arrival rate gives it a load")
-        return workload.with_arrival_rate(target / load)
-    return workload.with_arrival_rate(config.arrival_rate_scale)
+        field, scale = "shaping.target_offered_load", target / load
+    span = (workload.submit_step[-1] - workload.submit_step[0]) / scale if workload.num_apps \
+        else 0
+    if span > MAX_SUBMIT_SPAN_STEPS:
+        raise RunFailed(f"{field}: spreads the workload's submissions over {span:,.0f} steps, "
+                        f"more than {MAX_SUBMIT_SPAN_STEPS:,} (a simulation's times would leave "
+                        "its range)")
+    return workload.with_arrival_rate(scale)
 
 
 def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):

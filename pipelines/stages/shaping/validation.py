@@ -2,6 +2,7 @@
 
 import math
 
+from configs import fleetcast_pb2
 from configs.checks import UPPER_BOUNDS, Limit
 from configs.units import DAY_S
 from pipelines.stages.shaping.runs import (
@@ -45,6 +46,9 @@ MAX_RUNTIME_SCALE = Limit(1_000, "", "every component-step is simulated and kept
 # whole run: the simulation then grows with the queue, not the workload.
 MAX_LOAD_FACTOR = Limit(1_000, "", "a thousand times the trace's arrival rate or the "
                         "cluster's capacity queues nearly every application for the whole run")
+MIN_LOAD_FACTOR = 1 / MAX_LOAD_FACTOR.maximum
+MIN_LOAD_WHY = ("a thousandth of the trace's arrival rate or of the cluster's capacity spreads "
+                "the submissions over a thousand times their span")
 # Each is one simulation of the whole workload (the synthetic sweep runs 435).
 MAX_RUNS = 10_000
 
@@ -110,10 +114,15 @@ def _validate_sizes(check, config, field: str):
                   f"must be >= 2 (one difference), got {config.arima_011_history_samples}")
     check.positive(config, "forecast_shards", field, maximum=UPPER_BOUNDS["num_shards"])
     check.positive(config, "arrival_rate_scale", field, maximum=MAX_LOAD_FACTOR)
+    check.require(not config.arrival_rate_scale > 0
+                  or config.arrival_rate_scale >= MIN_LOAD_FACTOR,
+                  f"{field}.arrival_rate_scale", f"must be at least {MIN_LOAD_FACTOR:g}: "
+                  f"{MIN_LOAD_WHY}; got {config.arrival_rate_scale:g}")
     for i, load in enumerate(config.target_offered_load):
-        check.require(0 < load <= MAX_LOAD_FACTOR.maximum, f"{field}.target_offered_load[{i}]",
-                      f"must be > 0 and at most {MAX_LOAD_FACTOR.maximum:,g}: "
-                      f"{MAX_LOAD_FACTOR.why}; got {load}")
+        check.require(MIN_LOAD_FACTOR <= load <= MAX_LOAD_FACTOR.maximum,
+                      f"{field}.target_offered_load[{i}]",
+                      f"must be at least {MIN_LOAD_FACTOR:g} ({MIN_LOAD_WHY}) and at most "
+                      f"{MAX_LOAD_FACTOR.maximum:,g} ({MAX_LOAD_FACTOR.why}); got {load:g}")
     check.require(not (config.target_offered_load and config.HasField("arrival_rate_scale")),
                   f"{field}.arrival_rate_scale",
                   "cannot be set with target_offered_load (set one of the two)")
@@ -139,3 +148,12 @@ def _validate_hosts(check, config, has_hosts: bool, field: str):
             check.positive(config.host_shape, "memory", f"{field}.host_shape")
     if config.HasField("host_count"):
         check.positive(config, "host_count", field, maximum=MAX_HOSTS)
+
+
+def warnings(config) -> list:
+    """One line per ShapingConfig combination that is valid but cannot do what it names."""
+    found = []
+    if config.cpu_only and config.failure_model == fleetcast_pb2.ShapingConfig.MEMORY_LIMIT:
+        found.append("shaping: failure_model MEMORY_LIMIT with cpu_only: memory is left out, "
+                     "so no component can ever fail (use HOST_OVERLOAD or COMPONENT_LIMIT)")
+    return found

@@ -11,10 +11,11 @@ application is submitted at its first component's start, at its components' high
 priority. A usage series of an instance the trace does not list (the Azure CPU readings) is
 an application of its own, requesting its rows' limits (`with_usage_only_instances`).
 
-Dead letters (source "shaping", table "instances"): a zero or missing request, an unknown
-machine id (with the trace's machines as hosts), or core components that do not fit the empty
-cluster reject the whole application (its other components with REASON_SIBLING); a component
-without usage windows or a later run of a task is left out alone.
+Left out (stage "shaping", table "instances"): a zero or missing request, an unknown machine
+id (with the trace's machines as hosts), or core components that do not fit the empty cluster
+leave out the whole application (its other components with REASON_SIBLING); a component
+without usage windows or a later run of a task is left out alone. An unknown machine id is a
+dead letter (the row contradicts the machines table); the rest are exclusions (EXCLUDED).
 """
 
 import dataclasses
@@ -27,7 +28,7 @@ from configs import fleetcast_pb2
 from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding
-from pipelines.io.dead_letters import DEAD_LETTERS, rows_as_dead_letters
+from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.pools import hosts_of_machines
 from policies.shaping.cluster.cluster import Cluster
@@ -43,6 +44,8 @@ REASON_LATER_RUN = "a later run of a task (each task's first run is replayed)"
 REASON_TOO_LARGE = "core components do not fit the empty cluster"
 REASON_SIBLING = "another component of the application was rejected"
 ALONE_REASONS = (REASON_LATER_RUN, REASON_NO_USAGE)
+EXCLUDED = frozenset((REASON_NO_REQUEST, REASON_NO_USAGE, REASON_LATER_RUN, REASON_TOO_LARGE,
+                      REASON_SIBLING))
 # With step_s the usage windows' length a window is one series step (a missing window
 # repeats the previous one); 300 steps per window is a 1 s step on 300-s windows.
 MAX_STEPS_PER_WINDOW = 16
@@ -208,7 +211,8 @@ def with_usage_only_instances(instances: pa.Table, usage: pa.Table) -> pa.Table:
 
 
 def prepare(element, config):
-    """(key, {instances, usage, machines}) → (WORKLOAD, ShapingInput) and dead letters."""
+    """(key, {instances, usage, machines}) → (WORKLOAD, ShapingInput), dead letters and
+    exclusions."""
     _, grouped = element
     usage = sharding.concat(grouped["usage"], schemas.USAGE)
     instances = with_usage_only_instances(
@@ -233,8 +237,8 @@ def prepare(element, config):
         reasons = reject_siblings(apps, too_large(instances, apps, reasons, cluster, config))
     rejected = reasons != ""
     if rejected.any():
-        yield DEAD_LETTERS, rows_as_dead_letters(
-            SOURCE, "instances", instances.filter(pa.array(rejected)), reasons[rejected])
+        yield from left_out(SOURCE, "instances", instances.filter(pa.array(rejected)),
+                            reasons[rejected], EXCLUDED)
     if not rejected.all():
         workload = workload_of(instances, apps, lengths, series, ~rejected, config)
         workload = workload.with_runtime_scale(scaled_runtime(workload, config))
