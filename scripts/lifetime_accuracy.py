@@ -25,6 +25,9 @@ model's, interpolated linearly in the sweep ("<a" / ">a" outside it). All VMs, n
     .venv/bin/python scripts/lifetime_accuracy.py RESULTS \
         --config configs/azure_placement.textproto \
         --uptimes 0 300 3600 14400 --accuracies 1 0.9 0.8 0.6 0.4 0.2 0
+    # a run with feature variants (lifetime_model.variant): the uptime model of one of them
+    .venv/bin/python scripts/lifetime_accuracy.py results/google_2011_placement \
+        --config configs/google_2011_placement.textproto --variant customer_lifetimes
 """
 
 import argparse
@@ -95,6 +98,23 @@ def equivalent_accuracy(value: float, accuracies: Sequence[float],
 
 def read_table(results_dir: str, name: str) -> pa.Table:
     return pq.read_table(os.path.join(results_dir, name))
+
+
+def uptime_model(results_dir: str, models: List[dict], variant=None):
+    """(directory, split time in µs) of the run's uptime model of feature `variant` (None:
+    the run's only one), from its `lifetime_models` rows; ValueError naming the variants
+    when `variant` is None and the run trained several, or when it trained no such one."""
+    rows = [m for m in models if m["name"] == UPTIME_MODEL_NAME
+            and variant in (None, m.get("variant"))]
+    variants = sorted(str(m.get("variant")) for m in rows)
+    if len(rows) != 1:
+        raise ValueError(f"{results_dir}: the run's uptime models are of variants {variants}: "
+                         "give --variant" if rows else
+                         f"{results_dir}: no uptime model of variant {variant!r}")
+    # The run may have been elsewhere: its path from the output's models/ folder down.
+    parts = rows[0]["path"].rstrip("/").split("/")
+    below = parts[len(parts) - 1 - parts[::-1].index("models"):]
+    return os.path.join(results_dir, *below), rows[0]["split_time_us"]
 
 
 def pool_sources(pool_input, config, model_dir: str, accuracies) -> dict:
@@ -201,11 +221,16 @@ def main(argv=None) -> None:
     parser.add_argument("--config", default="configs/azure_placement.textproto")
     parser.add_argument("--uptimes", type=float, nargs="+", default=DEFAULT_UPTIMES_S)
     parser.add_argument("--accuracies", type=float, nargs="+", default=DEFAULT_ACCURACIES)
+    parser.add_argument("--variant", help="the feature variant whose uptime model to check "
+                        "(lifetime_model.variant; default: the run's only one)")
     args = parser.parse_args(argv)
     config = load_config(args.config, check_inputs=False).placement
-    model_dir = os.path.join(args.results_dir, "models", UPTIME_MODEL_NAME)
-    models = read_table(args.results_dir, "lifetime_models").to_pylist()
-    split_us = next(m["split_time_us"] for m in models if m["name"] == UPTIME_MODEL_NAME)
+    try:
+        model_dir, split_us = uptime_model(
+            args.results_dir, read_table(args.results_dir, "lifetime_models").to_pylist(),
+            args.variant)
+    except ValueError as e:
+        parser.error(str(e))
     pools = pool_inputs(read_table(args.results_dir, "instances"), config)
     predictions = merge_pools([
         pool_predictions(p, pool_sources(p, config, model_dir, args.accuracies), args.uptimes)

@@ -69,3 +69,18 @@ def test_window_rows_keep_predictions_made_in_the_window_and_set_censored_apart(
     assert oracle["n"] == 1 and oracle["bucket="] == 1.0
     equivalent = lifetime_accuracy.equivalent_rows(rows, [1.0])
     assert equivalent == [{"uptime_s": 0.0, "<=0.3": 1.0, "<=1": 1.0, "bucket=": 1.0}]
+
+
+def test_uptime_model_of_a_variant_is_found_below_the_results_models_folder():
+    rows = [{"name": "uptime", "variant": v, "split_time_us": t,
+             "path": f"/elsewhere/run/models/{v}/uptime"} for v, t in (("a", 1), ("b", 2))]
+    rows.append({"name": "la_classifier", "variant": "a", "split_time_us": 1,
+                 "path": "/elsewhere/run/models/a/la_classifier"})
+    assert lifetime_accuracy.uptime_model("/r", rows, "b") == ("/r/models/b/uptime", 2)
+    with pytest.raises(ValueError, match=r"variants \['a', 'b'\]: give --variant"):
+        lifetime_accuracy.uptime_model("/r", rows)
+    with pytest.raises(ValueError, match="no uptime model of variant 'c'"):
+        lifetime_accuracy.uptime_model("/r", rows, "c")
+    only = [{"name": "uptime", "variant": "default", "split_time_us": 5,
+             "path": "results/demo/models/uptime"}]
+    assert lifetime_accuracy.uptime_model("/r", only) == ("/r/models/uptime", 5)
