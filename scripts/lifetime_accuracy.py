@@ -161,14 +161,18 @@ def merge_pools(per_pool: List[List[dict]]) -> List[dict]:
 
 def window_rows(predictions: List[dict], window_us) -> List[dict]:
     """Statistics of every (uptime, source) on predictions made in [start, end) of
-    `window_us`, finished VMs only, plus the censored VMs' counts."""
+    `window_us`, finished VMs only, plus the censored VMs' counts; an uptime without a
+    finished VM's prediction in the window has no rows."""
     start_us, end_us = window_us
     rows = []
     for p in predictions:
         inside = (p["now_us"] >= start_us) & (p["now_us"] < end_us)
         known = inside & ~np.isnan(p["true_s"])
+        if not known.any():
+            continue
         censored = inside & np.isnan(p["true_s"])
-        below_bound = np.mean(p["predicted"][MODEL][censored] < p["bound_s"][censored])
+        below_bound = (np.mean(p["predicted"][MODEL][censored] < p["bound_s"][censored])
+                       if censored.any() else np.nan)
         for label, predicted in p["predicted"].items():
             stats = error_stats(predicted[known], p["true_s"][known])
             rows.append({"uptime_s": p["uptime_s"], "source": label, **stats,
@@ -200,6 +204,9 @@ def format_accuracy(value: float, accuracies) -> str:
 def print_window(title: str, rows: List[dict], accuracies) -> None:
     """One window's statistics table and equivalent accuracies."""
     print(f"\n== {title} ==")
+    if not rows:  # e.g. a replay that starts at the split: no prediction before it
+        print("no prediction of a finished VM is made in this window")
+        return
     print(f"{'uptime':>7} {'source':<10} {'n':>7} {'p50':>6} {'p90':>6} {'<=0.1':>6} "
           f"{'<=0.3':>6} {'<=1':>6} {'bkt=':>6} {'bkt+-1':>6} {'max h':>6}")
     for r in rows:

@@ -69,6 +69,8 @@ def test_window_rows_keep_predictions_made_in_the_window_and_set_censored_apart(
     assert oracle["n"] == 1 and oracle["bucket="] == 1.0
     equivalent = lifetime_accuracy.equivalent_rows(rows, [1.0])
     assert equivalent == [{"uptime_s": 0.0, "<=0.3": 1.0, "<=1": 1.0, "bucket=": 1.0}]
+    # A window before every prediction (a replay that starts at the split) has no rows.
+    assert lifetime_accuracy.window_rows(predictions, (-10 * US_PER_S, 0)) == []
 
 
 def test_uptime_model_of_a_variant_is_found_below_the_results_models_folder():
