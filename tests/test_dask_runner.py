@@ -38,7 +38,13 @@ def _options(cluster, npartitions: int) -> PipelineOptions:
 
 
 def _run(pipeline):
-    pipeline.run().wait_until_finish()
+    """Runs `pipeline` to the end and closes the client its runner opened (left open, it
+    retries the module's cluster after the module ends and logs into later tests)."""
+    result = pipeline.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        result.client.close()
 
 
 class _Record(beam.DoFn):
