@@ -105,6 +105,24 @@ def _owned_by_report(out: pathlib.Path) -> set:
     return {"report.html", *owned_files.owned_paths(listed, "figures")}
 
 
+def _page_body(results: pathlib.Path, config, tables: dict, figures: FigureWriter) -> str:
+    """The page's body: title, links to the sections, the findings, each stage's section
+    (its figures saved by `figures`), the run's details."""
+    modules = [importlib.import_module(stage.report) for _, stage in STAGES.items()
+               if stage.report]
+    sections = [module.section(tables, config, figures) for module in modules]
+    anchors = re.findall(r'<h2 id="([^"]+)">([^<]+)</h2>', "".join(sections))
+    nav = " ".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in anchors)
+    created = datetime.datetime.now().isoformat(timespec="seconds")
+    body = [f"<h1>fleetcast run {html.escape(config.name or results.name)}</h1>",
+            f'<p class="subtitle">{html.escape(str(results))} · written {created} by '
+            f"fleetcast report</p>",
+            f'<nav>{nav} <a href="#run">The run</a></nav>',
+            _findings(modules, tables, config), *sections,
+            _run_details(results, config, tables)]
+    return "\n".join(part for part in body if part)
+
+
 def write_report(results_dir: str, out_dir: Optional[str] = None) -> pathlib.Path:
     """Writes report.html and figures/ under `out_dir` (default RESULTS_DIR/report); returns
     the page's path. The page opens with the findings of every stage that ran; the figures
@@ -121,25 +139,14 @@ def write_report(results_dir: str, out_dir: Optional[str] = None) -> pathlib.Pat
         owned = _owned_by_report(out)
         target.refuse_foreign(["report.html"], owned)  # before any figure is drawn
         figures = FigureWriter(pathlib.Path(staged) / "figures")
-        name = config.name or results.name
-        modules = [importlib.import_module(stage.report) for _, stage in STAGES.items()
-                   if stage.report]
-        sections = [module.section(tables, config, figures) for module in modules]
-        anchors = re.findall(r'<h2 id="([^"]+)">([^<]+)</h2>', "".join(sections))
-        nav = " ".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in anchors)
-        created = datetime.datetime.now().isoformat(timespec="seconds")
-        body = [f"<h1>fleetcast run {html.escape(name)}</h1>",
-                f'<p class="subtitle">{html.escape(str(results))} · written {created} by '
-                f"fleetcast report</p>",
-                f'<nav>{nav} <a href="#run">The run</a></nav>',
-                _findings(modules, tables, config), *sections,
-                _run_details(results, config, tables)]
+        body = _page_body(results, config, tables, figures)
         marker = owned_files.marker("fleetcast-report",
                                     {"figures": owned_files.staged_files(staged)})
+        name = html.escape(config.name or results.name)
         target.publish(staged, "report.html", (
             f"<!DOCTYPE html>\n<html lang=\"en\"><head>\n{marker}\n<meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>fleetcast {html.escape(name)}</title>"
-            f"<style>{report_page.STYLESHEET}</style></head><body>\n"
-            + "\n".join(part for part in body if part) + "\n</body></html>\n"), owned)
+            f"<title>fleetcast {name}</title>"
+            f"<style>{report_page.STYLESHEET}</style></head><body>\n{body}\n</body></html>\n"),
+            owned)
     return out / "report.html"
