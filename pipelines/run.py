@@ -104,8 +104,8 @@ class ReadCanonicalTables(beam.PTransform):
 def stages(config, work_dir: str):
     """(label, PTransform) for every configured analysis stage, in run order
     (pipelines/stages/registry.py)."""
-    return [(stage.label, stage.build(getattr(config, field), work_dir))
-            for field, stage in stage_registry.configured(config)]
+    return [(stage.label, stage.build(config, work_dir))
+            for _, stage in stage_registry.configured(config)]
 
 
 def add_stage_outputs(outputs: Dict[str, beam.PCollection], new: Dict[str, beam.PCollection],

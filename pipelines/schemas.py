@@ -519,8 +519,8 @@ OVERCOMMIT_TABLES = {
 }
 
 # Placement stage (pipelines/stages/placement/; policies/replay/metrics.py defines every
-# metric). One replay per (pool, policy, lifetime_source, defrag). Percentages are 0-100;
-# `time` is trace µs.
+# metric). One replay per (pool, policy, lifetime_source, defrag, admission). Percentages are
+# 0-100; `time` is trace µs.
 _REPLAY_KEY_FIELDS = [
     column("pool", pa.string(), "the replayed pool", nullable=False),
     column("policy", pa.string(), "the placement policy (registry name or plug-in name)",
@@ -534,6 +534,9 @@ _REPLAY_KEY_FIELDS = [
     column("noisy_oracle_seed", pa.int64(), "the seed of the noisy oracle's per-VM draws "
            "(placement.seed unless the source sets one; null for other sources)"),
     column("defrag", pa.string(), "none, lars_lifetime or lars_baseline", nullable=False),
+    column("admission", pa.string(), "how a host's CPU room is judged: requests (the VMs' "
+           "requests; the default) or the overcommit fortune teller whose predicted peak of "
+           "the host's VMs admits (placement.admission)", nullable=False),
 ]
 PLACEMENT_PCT_METRICS = ("empty_hosts_pct", "upper_bound_empty_hosts_pct",
                          "packing_density_pct", "empty_to_free_ratio_pct",
@@ -572,6 +575,22 @@ PLACEMENT_BASELINE_METRICS = ("empty_hosts_pct", "packing_density_pct",
                               "stranded_memory_pct")
 _LARS = ("LARS over the whole replay (null without defragmentation; policies/lars.py, [Ling25ext] "
          "Table 2)")
+# The usage replay of a replay with placement.admission (policies/replay/admission.py): null
+# without one.
+USAGE_REPLAY_FIELDS = [
+    column("admission_windows", pa.int64(), "host windows with VMs in the metric window "
+           "(null without placement.admission)"),
+    column("admission_scored_windows", pa.int64(), "those with a scoring-oracle value"),
+    column("violation_rate_pct", pa.float64(), "scored host windows whose admitted peak (the "
+           "teller's, or the total limit by requests) is below the scoring oracle's future "
+           "peak of the same VMs, % ([Bashir21] §5.1.3)"),
+    column("mean_severity_pct", pa.float64(), "mean over scored host windows of max(0, "
+           "oracle − admitted) / oracle, %"),
+    column("savings_pct", pa.float64(), "mean over scored host windows of (total limit − "
+           "admitted) / total limit, %"),
+    column("overflow_pct", pa.float64(), "host windows whose VMs' summed usage exceeds the "
+           "host's CPU capacity, % of admission_windows"),
+]
 PLACEMENT_SUMMARY = table(
     "one row per replay (pool, policy, lifetime source, defragmentation): means over the "
     "metric window, and differences vs the pool's Best-Fit replay. LARS is paired: "
@@ -626,10 +645,29 @@ PLACEMENT_SUMMARY = table(
                "(null otherwise)"),
         column("prediction_batches", pa.int64(), "batched model calls of those repredictions "
                "(null otherwise)"),
+        *USAGE_REPLAY_FIELDS,
+    ])
+PLACEMENT_HOSTS = table(
+    "one row per (replay, host) of a replay with placement.admission: its usage replay over "
+    "the metric window, [Bashir21] §5.1.3 per host", _REPLAY_KEY_FIELDS + [
+        column("host", pa.int64(), "the host's index in the pool", nullable=False),
+        column("cpu_capacity", pa.float64(), "the host's CPU, trace CPU units",
+               nullable=False),
+        column("windows", pa.int64(), "usage windows the host held VMs in", nullable=False),
+        column("scored_windows", pa.int64(), "windows with an oracle value", nullable=False),
+        column("violation_rate", pa.float64(), "scored windows whose admitted peak is below "
+               "the oracle's, fraction (null without scored windows)"),
+        column("mean_severity", pa.float64(), "mean over scored windows of max(0, oracle − "
+               "admitted) / oracle (null without scored windows)"),
+        column("savings_ratio", pa.float64(), "mean over scored windows of (total limit − "
+               "admitted) / total limit (null without scored windows)"),
+        column("overflow_windows", pa.int64(), "windows whose residents' usage exceeds the "
+               "host's CPU", nullable=False),
     ])
 PLACEMENT_TABLES = {
     "placement_timeseries": PLACEMENT_TIMESERIES,
     "placement_summary": PLACEMENT_SUMMARY,
+    "placement_hosts": PLACEMENT_HOSTS,
 }
 
 # Resource shaping (pipelines/stages/shaping/, shaping/; [Pace18] §III-B, §IV). A run is

@@ -5,10 +5,12 @@ every host exit estimate is recomputed from its VMs when needed, repredicting so
 asked again for every live VM before every decision (no cache), LAVA keeps explicit sets of
 residual VMs and finds expired deadlines by scanning. Tests require the fast replay
 (policies.replay.simulator with refresh_interval_s=0) to make identical decisions; the benchmark
-reports the speed ratio. No LARS, no metrics.
+reports the speed ratio. No LARS, no metrics. An admission by predicted peak
+(`admission`, fleetcast_testing/reference/admission.py) predicts every host from scratch at
+every window end.
 
-Same semantics as the fast replay: exits, then LAVA deadlines, then arrivals at equal times;
-warm-up VMs placed by Best-Fit at the start; ties to the lowest host id.
+Same semantics as the fast replay: window ends, then exits, then LAVA deadlines, then arrivals
+at equal times; warm-up VMs placed by Best-Fit at the start; ties to the lowest host id.
 """
 
 import bisect
@@ -48,7 +50,8 @@ class ReferenceReplay:
                  la_thresholds_s=LA_BINARY_THRESHOLDS_S, num_buckets: int = 3,
                  long_lived_num_buckets: Optional[int] = None,
                  long_lived_threshold_s: float = 7200.0, time_unit_s: float = 60.0,
-                 recycle_fraction: float = 0.9, strict_recycling: bool = False):
+                 recycle_fraction: float = 0.9, strict_recycling: bool = False,
+                 admission=None):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy}")
         self.trace = trace
@@ -73,6 +76,11 @@ class ReferenceReplay:
         self.num_buckets = num_buckets
         self.long_lived_num_buckets = long_lived_num_buckets
         self.long_lived_threshold_us = int(long_lived_threshold_s * US_PER_S)
+        self.admission = admission
+        # VMs placed since the last window end (admitted by request until the next).
+        self.fresh = set()
+        self.next_window_end_us = (admission.first_event_us(self.start_us)
+                                   if admission is not None else None)
         self.span = float(np.max(self._weighted(self.limit)))
         self.buckets_us = np.array(TEMPORAL_COST_BUCKETS_S, np.int64) * US_PER_S
         self.lava_bounds_us = [b * US_PER_S for b in LAVA_CLASS_BOUNDS_S]
@@ -212,6 +220,7 @@ class ReferenceReplay:
     def _place(self, vm: int, host: int, exit_us: int, now_us: int) -> None:
         demand = self.trace.demand[vm]
         self.room[host] -= demand
+        self.fresh.add(vm)
         self.vms[host].add(vm)
         self.pred_exit[vm] = exit_us
         self.host_of[vm] = host
@@ -234,13 +243,18 @@ class ReferenceReplay:
         self.vms[host].discard(vm)
         del self.pred_exit[vm]
         if not self.vms[host]:
+            self.fresh.discard(vm)
             self.room[host] = self.limit[host]
             self.state[host] = EMPTY
             self.deadline[host] = None
             self.residual[host] = set()
             self.first_fit_class[host] = None
             return
-        self.room[host] += self.trace.demand[vm]
+        if vm in self.fresh or self.admission is None:
+            self.room[host] += self.trace.demand[vm]
+        else:  # its CPU share stays reserved until the next window end
+            self.room[host, 1:] += self.trace.demand[vm, 1:]
+        self.fresh.discard(vm)
         if self.state[host] == RECYCLING and vm in self.residual[host]:
             self.residual[host].discard(vm)
             if not self.residual[host]:
@@ -258,9 +272,25 @@ class ReferenceReplay:
         deadlines = [(d, h) for h, d in enumerate(self.deadline) if d is not None]
         return min(deadlines) if deadlines else None
 
+    def _window_end(self, now_us: int) -> None:
+        """The admission's predictions of every host at window end `now_us`."""
+        for host in np.flatnonzero(self._used()).tolist():
+            peak = self.admission.host_peak(now_us, sorted(self.vms[host]))
+            self.room[host, 0] = self.limit[host, 0] - peak
+        self.fresh.clear()
+
     def _advance(self, exits: list, until_us: int) -> None:
-        """Runs exits and LAVA deadlines up to `until_us`, exits first at equal times."""
+        """Runs window ends, exits and LAVA deadlines up to `until_us`, in that order at equal
+        times."""
         while True:
+            window_end = self.next_window_end_us
+            deadline = self._next_deadline() if self.lava else None
+            if window_end is not None and window_end <= until_us and (
+                    not exits or window_end <= exits[0][0]) and (
+                    deadline is None or window_end <= deadline[0]):
+                self._window_end(window_end)
+                self.next_window_end_us += self.admission.step_us
+                continue
             exit_event = exits[0] if exits and exits[0][0] <= until_us else None
             deadline = self._next_deadline() if self.lava else None
             if deadline is not None and deadline[0] > until_us:
@@ -286,6 +316,7 @@ class ReferenceReplay:
             if host >= 0:
                 exit_us = _exit_us(start, self._predict_remaining_s(vm, start))
                 self.room[host] -= trace.demand[vm]
+                self.fresh.add(vm)
                 self.vms[host].add(vm)
                 self.pred_exit[vm] = exit_us
                 self.host_of[vm] = host

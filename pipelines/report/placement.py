@@ -1,12 +1,14 @@
 """The placement section ([Ling25] §6, [Barbalho23]): empty hosts over time with each policy's
 own upper bound, the summary per policy and lifetime source with failed placements beside the
-gains, and the noisy-oracle accuracy sweep ([Ling25ext] Fig. 15)."""
+gains, the noisy-oracle accuracy sweep ([Ling25ext] Fig. 15) and, with placement.admission,
+the overcommit frontier (admission.py). The figures before the frontier show the replays
+admitting by requests (the first admission when none does)."""
 
 import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from pipelines.report import page
+from pipelines.report import admission, page
 from pipelines.report.figures import legend_below, legend_right, line_style, say_none
 
 US_PER_H = 3.6e9
@@ -20,11 +22,17 @@ def shown_replays(summary: pd.DataFrame):
     return pool, "oracle" if "oracle" in sources else sources[0]
 
 
+def plain_replays(frame: pd.DataFrame, pool: str) -> pd.DataFrame:
+    """The rows of `pool` without defragmentation, of the first admission (requests)."""
+    frame = admission.of_admission(frame, admission.admissions(frame)[0])
+    return frame[(frame["pool"] == pool) & (frame["defrag"] == "none")]
+
+
 def empty_hosts_over_time(series: pd.DataFrame, pool: str, source: str):
     """Empty hosts % per policy over time; each policy's upper bound ([Ling25ext] App. G.2) in its
     colour, dashed: the bound depends on the demand each policy has placed."""
-    shown = series[(series["pool"] == pool) & (series["lifetime_source"] == source)
-                   & (series["defrag"] == "none")]
+    shown = plain_replays(series, pool)
+    shown = shown[shown["lifetime_source"] == source]
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for i, (policy, rows) in enumerate(shown.groupby("policy", sort=True)):
         rows = rows.sort_values("time")
@@ -63,7 +71,7 @@ def summary_bars(summary: pd.DataFrame, pool: str):
     """Three panels per policy and lifetime source: empty hosts % with the policy's own upper
     bound, the difference vs Best-Fit (pp) with its failed placements written on the bar, and
     the failed placements themselves."""
-    plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")]
+    plain = plain_replays(summary, pool)
 
     def pivot(column):
         return plain.pivot_table(index="policy", columns="lifetime_source", values=column,
@@ -105,7 +113,7 @@ def accuracy_sweep(summary: pd.DataFrame, pool: str):
     """Empty hosts vs Best-Fit (pp) against the noisy oracle's accuracy (the oracle at 1),
     per policy: the mean over the accuracy's seeds, with their range as an error bar when
     there are several; None without noisy-oracle replays."""
-    plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")].copy()
+    plain = plain_replays(summary, pool).copy()
     plain["accuracy"] = plain["noisy_oracle_accuracy"].where(
         plain["lifetime_source"] != "oracle", 1.0)
     sweep = plain.dropna(subset=["accuracy"])
@@ -138,7 +146,7 @@ def accuracy_sweep(summary: pd.DataFrame, pool: str):
 def gains_table(summary: pd.DataFrame, pool: str) -> pd.DataFrame:
     """Per policy (rows) and lifetime source (columns): empty hosts vs Best-Fit in pp, with
     the failed placements when there are any ("+1.23", "-0.40 (12 failed)")."""
-    plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")]
+    plain = plain_replays(summary, pool)
 
     def cell(row):
         failed = int(row["failed_placements"])
@@ -158,7 +166,7 @@ def findings(tables: dict, config) -> str:
     if summary is None or not len(summary):
         return ""
     pool, _ = shown_replays(summary)
-    plain = summary[(summary["pool"] == pool) & (summary["defrag"] == "none")]
+    plain = plain_replays(summary, pool)
     best_fit = plain[plain["policy"] == "best_fit"]
     sentences = [f"Pool {pool}, {int(plain['num_hosts'].max()):,} hosts: empty hosts vs "
                  "Best-Fit with the same lifetimes (pp, means over the metric window)."]
@@ -174,6 +182,8 @@ def findings(tables: dict, config) -> str:
             f"Most: {best['policy']} with {best['lifetime_source']} lifetimes, "
             f"{page.signed(best['empty_hosts_pct_vs_best_fit_pp'])} pp, "
             + (f"{failed:,} failed placements." if failed else "no failed placement."))
+    _, source = shown_replays(summary)
+    sentences += admission.frontier_sentences(admission.frontier(summary, pool, source))
     return page.finding("placement", "Placement", sentences, gains_table(summary, pool))
 
 
@@ -193,9 +203,26 @@ def section(tables: dict, config, figures) -> str:
     if sweep is not None:
         parts.append(figures.html(sweep, "placement_accuracy_sweep",
                                   "Accuracy sweep of the noisy oracle"))
-    columns = ["pool", "policy", "lifetime_source", "defrag", "empty_hosts_pct",
+    parts += _frontier(summary, pool, figures)
+    columns = ["pool", "policy", "lifetime_source", "defrag", "admission", "empty_hosts_pct",
                "upper_bound_empty_hosts_pct", "empty_hosts_pct_vs_best_fit_pp",
-               "packing_density_pct", "failed_placements", "migrations"]
+               "packing_density_pct", "failed_placements", "migrations",
+               "violation_rate_pct", "overflow_pct"]
     parts.append("<h3>Summary</h3>" + page.table(summary.sort_values(
-        ["pool", "lifetime_source", "defrag", "policy"])[columns].round(2)))
+        ["pool", "lifetime_source", "defrag", "policy"]).reindex(columns=columns).round(2)))
     return "\n".join(parts)
+
+
+def _frontier(summary: pd.DataFrame, pool: str, figures) -> list:
+    """The overcommit frontier's figure and table per lifetime source (none without
+    admissions)."""
+    parts = []
+    for source in dict.fromkeys(summary["lifetime_source"]):
+        points = admission.frontier(summary, pool, source)
+        if not len(points):
+            continue
+        parts.append(figures.html(admission.frontier_figure(points, pool, source),
+                                  f"placement_frontier_{len(parts) // 2}",
+                                  f"Overcommit frontier with {source} lifetimes"))
+        parts.append(page.table(points.round(3)))
+    return (["<h3>Overcommit-aware placement</h3>"] + parts) if parts else []

@@ -26,7 +26,9 @@ class Stage:
 
     Attributes:
       label: the Beam label of its transform ("Overcommit").
-      build: (stage message, work_dir) -> its PTransform.
+      build: (run config, work_dir) -> its PTransform (a stage reads its own message, and
+        another stage's where it depends on it: the placement's admission reads the
+        overcommit stage's tellers).
       validate: (checker, run config, trace source or None) -> None, reporting problems
         under the stage's field.
       tables: the names of the tables it writes (pipelines/schemas.py).
@@ -62,7 +64,7 @@ def _has_usage(config) -> bool:
 STAGES = Registry("stage")
 STAGES.register("overcommit", Stage(
     label="Overcommit",
-    build=lambda message, work_dir: _stage("overcommit").OvercommitStage(message),
+    build=lambda config, work_dir: _stage("overcommit").OvercommitStage(config.overcommit),
     validate=lambda check, config, source: _stage("overcommit").validate_config(
         check, config.overcommit, source, _has_usage(config)),
     tables=tuple(schemas.OVERCOMMIT_TABLES),
@@ -70,18 +72,22 @@ STAGES.register("overcommit", Stage(
     report="pipelines.report.overcommit"))
 STAGES.register("lifetime_model", Stage(
     label="Lifetime",
-    build=lambda message, work_dir: _stage("lifetime").LifetimeStage(message, work_dir),
+    build=lambda config, work_dir: _stage("lifetime").LifetimeStage(config.lifetime_model,
+                                                                    work_dir),
     validate=lambda check, config, source: _stage("lifetime").validate_config(
         check, config.lifetime_model),
     tables=tuple(schemas.LIFETIME_TABLES), summary=lambda message: "lifetime model",
     report="pipelines.report.lifetime"))
 STAGES.register("placement", Stage(
     label="Placement",
-    build=lambda message, work_dir: _stage("placement").PlacementStage(message),
+    build=lambda config, work_dir: _stage("placement").PlacementStage(
+        config.placement, config.overcommit if config.HasField("overcommit") else None),
     validate=lambda check, config, source: _stage("placement").validate_config(
         check, config.placement,
         config.lifetime_model if config.HasField("lifetime_model") else None,
-        has_hosts=_has_hosts(source)),
+        has_hosts=_has_hosts(source),
+        overcommit=config.overcommit if config.HasField("overcommit") else None,
+        has_usage=_has_usage(config)),
     tables=tuple(schemas.PLACEMENT_TABLES),
     summary=lambda message: (f"placement: {len(message.policy) + len(message.policy_plugin)} "
                              "policies"),
@@ -90,7 +96,7 @@ STAGES.register("placement", Stage(
         "pipelines.stages.placement.known_bad").warnings(message)))
 STAGES.register("shaping", Stage(
     label="Shaping",
-    build=lambda message, work_dir: _stage("shaping").ShapingStage(message),
+    build=lambda config, work_dir: _stage("shaping").ShapingStage(config.shaping),
     validate=lambda check, config, source: _stage("shaping").validate_config(
         check, config.shaping, has_hosts=_has_hosts(source)),
     tables=tuple(schemas.SHAPING_TABLES),

@@ -179,7 +179,9 @@ class PlacementMetrics:
 
 def difference_vs_baseline(summary: Dict[str, float],
                            baseline: Dict[str, float]) -> Dict[str, float]:
-    """Percentage-point differences `summary - baseline` of every *_pct metric, named
-    `<metric>_vs_baseline_pp` (e.g. empty_hosts_pct_vs_baseline_pp)."""
+    """Percentage-point differences `summary - baseline` of every *_pct metric both have a
+    value of (not None), named `<metric>_vs_baseline_pp` (e.g.
+    empty_hosts_pct_vs_baseline_pp)."""
     return {f"{name}_vs_baseline_pp": summary[name] - baseline[name]
-            for name in summary if name.endswith("_pct") and name in baseline}
+            for name in summary if name.endswith("_pct") and summary[name] is not None
+            and baseline.get(name) is not None}

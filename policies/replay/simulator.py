@@ -1,10 +1,11 @@
 """Event-driven replay of one pool's VM arrivals and exits under a placement policy
 ([Ling25] §5.1, [Ling25ext] App. F, [Barbalho23] §5.2).
 
-Events go in time order; at equal times: VM exits, migration completions (LARS), policy
-timers (LAVA's deadlines), arrivals (placed, or counted as failed), metric samples,
-defragmentation checks (LARS); within a kind by VM or host index. A replay is deterministic
-for its inputs and seeds.
+Events go in time order; at equal times: window ends of an admission by predicted peak
+(policies/replay/admission.py: the VMs leaving then were in the window), VM exits, migration
+completions (LARS), policy timers (LAVA's deadlines), arrivals (placed, or counted as
+failed), metric samples, defragmentation checks (LARS); within a kind by VM or host index.
+A replay is deterministic for its inputs and seeds.
 
 Warm-up ([Ling25ext] App. F): VMs alive at `start_us` are placed first, in arrival order, by
 Best-Fit; metrics start `warmup_s` later. The policy under test takes over at `start_us`
@@ -27,6 +28,7 @@ from policies.best_fit import BestFit
 from policies.lars import Lars
 from policies.policy import PlacementPolicy
 from policies.replay import compiled
+from policies.replay.admission import Admission, AdmittedPool
 from policies.replay.lifetime_source import (
     HostExitCache,
     LifetimeSource,
@@ -37,7 +39,7 @@ from policies.replay.metrics import InflationMix, PlacementMetrics
 from policies.replay.pool import PoolSpec, PoolState
 
 # Event kinds, in their order at equal times. Arrivals come from the sorted trace arrays.
-EXIT, MIGRATION_DONE, TIMER, ARRIVAL, SAMPLE, DEFRAG_CHECK = range(6)
+ADMISSION, EXIT, MIGRATION_DONE, TIMER, ARRIVAL, SAMPLE, DEFRAG_CHECK = range(7)
 # host_of_vm values besides host indexes.
 FAILED = -1
 NOT_REPLAYED = -2
@@ -47,8 +49,8 @@ BEST_FIT_UNTIL_METRICS = "best_fit_until_metrics"
 WARM_STARTS = (POLICY_FROM_START, BEST_FIT_UNTIL_METRICS)
 # Engines: "auto" replays in the compiled engine what it supports (policies/replay/compiled/:
 # Best-Fit, NILAS and LAVA, no LARS, two dimensions, oracle-like or exact-curve lifetimes) and
-# the rest in Python; "python" replays everything in Python (the reference the compiled engine
-# is tested against).
+# the rest in Python (an admission by predicted peak too); "python" replays everything in
+# Python (the reference the compiled engine is tested against).
 ENGINES = ("auto", "python")
 
 
@@ -120,12 +122,15 @@ class PlacementResult:
         NOT_REPLAYED (-2) if it arrived after `end_us` or ended before `start_us`.
       timeseries: the metric samples (policies.replay.metrics), one array per column.
       summary: their means and the replay's counts (warmup_vms, warmup_failed,
-        warm_start_vms, migrations..., predictions, prediction_batches).
+        warm_start_vms, migrations..., predictions, prediction_batches; with an admission,
+        its usage replay's rates, `Admission.summary`).
+      usage_totals: with an admission, its per-host counts (`admission.UsageTotals`).
     """
     policy: str
     host_of_vm: np.ndarray
     timeseries: Dict[str, np.ndarray]
     summary: Dict[str, float]
+    usage_totals: Optional[object] = None
 
 
 @dataclasses.dataclass
@@ -146,7 +151,8 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
              inflation_mix: Optional[InflationMix] = None, stranding_every: int = 12,
              lars: Optional[Lars] = None, weights=None,
              warm_start: str = POLICY_FROM_START,
-             progress: Optional[ReplayProgress] = None, engine: str = "auto") -> PlacementResult:
+             progress: Optional[ReplayProgress] = None, engine: str = "auto",
+             admission: Optional[Admission] = None) -> PlacementResult:
     """Replays `trace` on `pool_spec` with `policy` and returns decisions and metrics.
 
     Args:
@@ -165,10 +171,12 @@ def simulate(trace: PlacementTrace, pool_spec: PoolSpec, policy: PlacementPolicy
       progress: updated at every arrival (the compiled engine: at every metric sample), if
         given.
       engine: "auto" or "python" (ENGINES).
+      admission: admits by a fortune teller's predicted peak and replays the VMs' usage
+        (policies/replay/admission.py; not with `lars`); None admits by requests.
     """
     replay = _Replay(trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                      sample_period_s, refresh_interval_s, inflation_mix, stranding_every,
-                     lars, weights, warm_start, engine)
+                     lars, weights, warm_start, engine, admission)
     if progress is not None:
         replay.progress = progress
     return replay.run()
@@ -179,7 +187,7 @@ class _Replay:
 
     def __init__(self, trace, pool_spec, policy, lifetimes, start_us, end_us, warmup_s,
                  sample_period_s, refresh_interval_s, inflation_mix, stranding_every, lars,
-                 weights, warm_start, engine):
+                 weights, warm_start, engine, admission=None):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         if sample_period_s <= 0 or warmup_s < 0:
@@ -201,13 +209,18 @@ class _Replay:
         self.takeover_us = (self.start_us if warm_start == POLICY_FROM_START
                             else self.metrics_start_us)
         self.sample_period_us = int(sample_period_s * US_PER_S)
-        self.pool = PoolState(pool_spec, weights, smallest_demand=trace.demand.min(axis=0))
+        if admission is not None and lars is not None:
+            raise ValueError("an admission by predicted peak does not run with LARS")
+        self.admission = admission
+        pool_class = (AdmittedPool if admission is not None and admission.peaks is not None
+                      else PoolState)
+        self.pool = pool_class(pool_spec, weights, smallest_demand=trace.demand.min(axis=0))
         # Repredictions only where something reads them: the policy or LARS's order.
         self.cache = (HostExitCache(lifetimes, arrival, refresh_interval_s)
                       if lifetimes.repredicts and (policy.uses_exit_estimates or lars is not None)
                       else None)
         self.metrics = PlacementMetrics(self.pool, inflation_mix, stranding_every)
-        self.compiled = engine == "auto" and compiled.supports(
+        self.compiled = engine == "auto" and admission is None and compiled.supports(
             policy, lifetimes, lars, self.pool, self.cache is not None)
         self._metrics_options = (inflation_mix, stranding_every)
         self.lars = lars
@@ -296,6 +309,11 @@ class _Replay:
                                       exit_vms)
         if self.cache is not None:
             self.cache.bind(self.pool)
+        if self.admission is not None:
+            self.admission.bind(self.pool)
+            first_us = self.admission.first_event_us(self.start_us)
+            if first_us <= self.end_us:
+                heapq.heappush(self.events, (first_us, ADMISSION, 0))
         # As lists closed by a sentinel past `end_us`, for the event loop.
         exit_times = exit_times.tolist() + [self.end_us + 1]
         exit_vms = exit_vms.tolist() + [-1]
@@ -311,7 +329,8 @@ class _Replay:
         self._drain(exit_times, exit_vms, next_pos, self.end_us)
         counts["warm_start_vms"] = cut
         return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
-                               self._summary(counts))
+                               self._summary(counts),
+                               None if self.admission is None else self.admission.totals)
 
     def _run_compiled(self, counts, replayed, arrivals, exits, true_exits, exit_times,
                       exit_vms) -> PlacementResult:
@@ -478,6 +497,8 @@ class _Replay:
         if cache is not None:
             summary.update(predictions=cache.num_predictions,
                            prediction_batches=cache.num_batches)
+        if self.admission is not None:
+            summary.update(self.admission.summary())
         return summary
 
     def _dispatch(self, event) -> None:
@@ -496,6 +517,12 @@ class _Replay:
                                 migrations - self.migrations_before_metrics)
             if now + self.sample_period_us <= self.end_us:
                 heapq.heappush(self.events, (now + self.sample_period_us, SAMPLE, 0))
+        elif kind == ADMISSION:
+            for host in self.admission.window_end(now, now >= self.metrics_start_us):
+                self.deciding.update(host, now)
+            step_us = self.admission.usage.step_us
+            if now + step_us <= self.end_us:
+                heapq.heappush(self.events, (now + step_us, ADMISSION, 0))
         elif kind == DEFRAG_CHECK:
             self.lars.check(now)
             if now + self.lars.check_period_us <= self.end_us:

@@ -31,6 +31,11 @@ class BorgDefaultPredictor(PeakPredictor):
         self.phi = phi
         self.min_num_samples = min_num_samples
 
-    def predict(self, samples: MachineSamples) -> np.ndarray:
+    def sample_peaks(self, samples: MachineSamples) -> np.ndarray:
+        """Each sample's share of its step's peak: float64[S] (as
+        peak_predictor.PerTaskPeakPredictor's)."""
         warm = samples.run_position >= self.min_num_samples
-        return samples.per_step_sum(np.where(warm, self.phi, 1.0) * samples.limit)
+        return np.where(warm, self.phi, 1.0) * samples.limit
+
+    def predict(self, samples: MachineSamples) -> np.ndarray:
+        return samples.per_step_sum(self.sample_peaks(samples))

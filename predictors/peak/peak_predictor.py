@@ -73,6 +73,29 @@ class WarmupPeakPredictor(PeakPredictor):
         """Peak of the warm tasks (`warm`: bool[S]) at each step: float64[T]."""
 
 
+class PerTaskPeakPredictor(WarmupPeakPredictor):
+    """A warm-up predictor whose machine peak is a sum over tasks, each task's share a function
+    of its own samples only (RC-like, per-task max and mean).
+
+    `sample_peaks` gives every sample's share, so that a replay that moves tasks between
+    machines (the placement replay's admission, policies/replay/admission.py) sums the shares
+    of any set of tasks without predicting a machine again. Subclasses implement
+    `_task_peaks`.
+    """
+
+    def sample_peaks(self, samples: MachineSamples) -> np.ndarray:
+        """Each sample's share of its step's peak: float64[S] (a cold task's is its limit)."""
+        warm = samples.run_position >= self.min_warm_samples
+        return np.where(warm, self._task_peaks(samples, warm), samples.limit)
+
+    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+        return samples.per_step_sum(np.where(warm, self._task_peaks(samples, warm), 0.0))
+
+    @abc.abstractmethod
+    def _task_peaks(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+        """Each warm sample's share (float64[S]; any value where `warm` is False)."""
+
+
 class PercentileHistoryPredictor(WarmupPeakPredictor):
     """Shared knobs of the predictors that take a percentile over a sample history.
 

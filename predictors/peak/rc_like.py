@@ -14,10 +14,15 @@ import numpy as np
 from scipy import ndimage
 
 from predictors.peak.machine_samples import MachineSamples
-from predictors.peak.peak_predictor import PercentileHistoryPredictor, lerp, percentile_ranks
+from predictors.peak.peak_predictor import (
+    PercentileHistoryPredictor,
+    PerTaskPeakPredictor,
+    lerp,
+    percentile_ranks,
+)
 
 
-class RcLikePredictor(PercentileHistoryPredictor):
+class RcLikePredictor(PerTaskPeakPredictor, PercentileHistoryPredictor):
     """Sum of per-task percentiles of the recent usage.
 
     Args: those of PercentileHistoryPredictor.
@@ -27,7 +32,7 @@ class RcLikePredictor(PercentileHistoryPredictor):
     # costs less than one sort per length).
     PARTIAL_BATCH_WIDTH = 32
 
-    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+    def _task_peaks(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
         usage = samples.capped_usage if self.cap_to_limit else samples.usage
         order = samples.task_order
         ratio = (usage / samples.limit)[order]
@@ -57,9 +62,9 @@ class RcLikePredictor(PercentileHistoryPredictor):
             index = np.arange(len(at))
             per_task[at] = lerp(rows[index, lower[count - 1]], rows[index, upper[count - 1]],
                                 gamma[count - 1])
-        contribution = np.empty(len(order))
-        contribution[order] = per_task * samples.limit[order]
-        return samples.per_step_sum(contribution)
+        share = np.empty(len(order))
+        share[order] = per_task * samples.limit[order]
+        return share
 
     def _full_window_percentile(self, ratio: np.ndarray) -> np.ndarray:
         """Percentile of the trailing num_history_samples values at every position.

@@ -7,10 +7,10 @@ capped at the limit of each sample.
 import numpy as np
 
 from predictors.peak.machine_samples import MachineSamples
-from predictors.peak.peak_predictor import WarmupPeakPredictor
+from predictors.peak.peak_predictor import PerTaskPeakPredictor
 
 
-class AvgPredictor(WarmupPeakPredictor):
+class AvgPredictor(PerTaskPeakPredictor):
     """Sum of per-task running means.
 
     Args:
@@ -22,7 +22,6 @@ class AvgPredictor(WarmupPeakPredictor):
         super().__init__(min_num_samples)
         self.cap_to_limit = cap_to_limit
 
-    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+    def _task_peaks(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
         usage = samples.capped_usage if self.cap_to_limit else samples.usage
-        running_mean = samples.run_scan(usage, np.add) / samples.run_position
-        return samples.per_step_sum(np.where(warm, running_mean, 0.0))
+        return samples.run_scan(usage, np.add) / samples.run_position

@@ -7,10 +7,10 @@ run, not a bounded history), optionally capped at the limit of each sample.
 import numpy as np
 
 from predictors.peak.machine_samples import MachineSamples
-from predictors.peak.peak_predictor import WarmupPeakPredictor
+from predictors.peak.peak_predictor import PerTaskPeakPredictor
 
 
-class MaxPredictor(WarmupPeakPredictor):
+class MaxPredictor(PerTaskPeakPredictor):
     """Sum of per-task running maxima.
 
     Args:
@@ -22,7 +22,6 @@ class MaxPredictor(WarmupPeakPredictor):
         super().__init__(min_num_samples)
         self.cap_to_limit = cap_to_limit
 
-    def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
+    def _task_peaks(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
         usage = samples.capped_usage if self.cap_to_limit else samples.usage
-        running_max = samples.run_scan(usage, np.maximum)
-        return samples.per_step_sum(np.where(warm, running_max, 0.0))
+        return samples.run_scan(usage, np.maximum)

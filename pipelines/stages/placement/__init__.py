@@ -2,10 +2,13 @@
 §4-5, [Ling25ext] App. F-I, [Barbalho23] §3-5; docs/stages/placement.md).
 
     instances ─ KeyByPool ─┐
-    machines ── KeyByPool ─┴─ CoGroupByKey ─ PreparePools ─ pools, dead letters
+    machines ── KeyByPool ─┤
+    [usage ── admission.py: samples by pool ─┘  with placement.admission]
+                           └─ CoGroupByKey ─ PreparePools ─ pools, dead letters
     pools ─ FanOut (one element per replay) ─ GroupByKey ─ Replay
                                     [side inputs: pools by name, lifetime_models]
-          ─ timeseries, summaries ─ KeyByPool ─ GroupByKey ─ vs Best-Fit ─ placement_summary
+          ─ timeseries, hosts, summaries ─ KeyByPool ─ GroupByKey ─ vs Best-Fit
+                                                                    ─ placement_summary
 
 A pool is one element: its VMs a `PlacementTrace` (by start time, then instance id), its hosts
 a `PoolSpec` (its machines, or the config's host shape and count). Every (policy, lifetime
@@ -19,15 +22,18 @@ order (`policies.lars.replay_drains`). Instances
 that cannot be replayed are dead letters (source "placement", pools.py says why); those
 outside the replay window are counted as not replayed. The trained models come from the
 lifetime stage's `lifetime_models` table, a side input, so every replay waits for training.
-Modules: pools.py (pools, dead letters), replays.py (a replay), validation.py (the checks).
+Modules: pools.py (pools, dead letters), replays.py (a replay), admission.py (admission by
+predicted peak and its usage samples), validation.py (the checks).
 """
 
 import apache_beam as beam
 
 from pipelines.io import publish, spill
 from pipelines.io.dead_letters import DEAD_LETTERS, EXCLUSIONS, SplitByTag
+from pipelines.stages.placement.admission import instance_pools, samples_by_pool, usage_samples
 from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool
 from pipelines.stages.placement.replays import (
+    HOSTS,
     SUMMARY,
     TIMESERIES,
     ModelSources,
@@ -46,30 +52,35 @@ class ReplayFn(beam.DoFn):
     """One replay per element (`replays.replay`); the trained models' lifetime sources are
     built once per worker and pool (`ModelSources`), not once per replay."""
 
-    def __init__(self, config, staged_dirs):
+    def __init__(self, config, staged_dirs, overcommit=None):
         self._config = config
         self._staged_dirs = staged_dirs
+        self._overcommit = overcommit
 
     def setup(self):
         self._model_sources = ModelSources()
 
     def process(self, element, pools, model_tables=()):
         yield from replay(element, self._config, pools, model_tables, self._staged_dirs,
-                          self._model_sources)
+                          self._model_sources, self._overcommit)
 
 
 class PlacementStage(beam.PTransform):
-    """{"instances", "machines"[, "lifetime_models"]: PCollection[pa.Table]} →
-    {"placement_timeseries", "placement_summary", "dead_letters", "exclusions"}.
+    """{"instances", "machines"[, "lifetime_models", "usage"]: PCollection[pa.Table]} →
+    {"placement_timeseries", "placement_summary", "placement_hosts", "dead_letters",
+    "exclusions"}.
 
     Args:
       config: a PlacementConfig. The trained models' directories come from the lifetime
         stage's `lifetime_models` table, so the stage needs no directory of its own.
+      overcommit: the run's OvercommitConfig (None without the stage), whose metric, grid
+        and tellers an admission uses.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, overcommit=None):
         super().__init__()
         self._config = config
+        self._overcommit = overcommit
 
     def expand(self, tables):
         config = self._config
@@ -81,9 +92,14 @@ class PlacementStage(beam.PTransform):
         by_pool = {name: tables[name] | f"KeyByPool{name}" >> beam.FlatMap(split_by_pool,
                                                                            spill_to)
                    for name in ("instances", "machines")}
+        step_s = None
+        if config.admission:
+            by_pool["samples"] = self._samples_by_pool(tables, spill_to)
+            step_s = self._overcommit.metric.step_s
         prepared = (by_pool
                     | "GroupPools" >> beam.CoGroupByKey()
-                    | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model, spill_to)
+                    | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model, spill_to,
+                                                     step_s=step_s)
                     | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS, EXCLUSIONS)))
         side = ((beam.pvalue.AsList(tables["lifetime_models"]),) if uses_model else ())
         pools = beam.pvalue.AsDict(prepared[POOLS] | "KeyPools" >> beam.Map(
@@ -93,12 +109,22 @@ class PlacementStage(beam.PTransform):
                    # Spreads the replays over workers (a fan-out alone stays on one).
                    | "GroupReplays" >> beam.GroupByKey()
                    # The models are staged until the run publishes (pipelines/io/publish.py).
-                   | "Replay" >> beam.ParDo(ReplayFn(config, publish.staged_dirs()), pools,
-                                            *side)
-                   | "SplitReplays" >> SplitByTag((TIMESERIES, SUMMARY)))
+                   | "Replay" >> beam.ParDo(ReplayFn(config, publish.staged_dirs(),
+                                                     self._overcommit), pools, *side)
+                   | "SplitReplays" >> SplitByTag((TIMESERIES, SUMMARY, HOSTS)))
         summary = (replays[SUMMARY]
                    | "KeySummaries" >> beam.Map(lambda s: (s[0], (s[1], s[2])))
                    | "GroupSummaries" >> beam.GroupByKey()
                    | "VsBestFit" >> beam.Map(with_baseline_differences))
-        return {TIMESERIES: replays[TIMESERIES], SUMMARY: summary,
+        return {TIMESERIES: replays[TIMESERIES], SUMMARY: summary, HOSTS: replays[HOSTS],
                 DEAD_LETTERS: prepared[DEAD_LETTERS], EXCLUSIONS: prepared[EXCLUSIONS]}
+
+    def _samples_by_pool(self, tables, spill_to):
+        """(pool, samples) of the usage windows, for an admission (admission.py)."""
+        metric = self._overcommit.metric
+        return ({"samples": tables["usage"] | "UsageSamples" >> beam.FlatMap(usage_samples,
+                                                                            metric),
+                 "pools": tables["instances"] | "InstancePools" >> beam.FlatMap(
+                     instance_pools)}
+                | "GroupSamples" >> beam.CoGroupByKey()
+                | "SamplesByPool" >> beam.FlatMap(samples_by_pool, spill_to))

@@ -15,10 +15,12 @@ from pipelines import schemas
 from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
+from pipelines.stages.placement.admission import SAMPLES, pool_usage
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import (
     PlacementTrace,
 )
+from policies.replay.usage import VmUsage
 from predictors.lifetime import features
 
 SOURCE = "placement"
@@ -47,15 +49,17 @@ MODEL_COLUMNS = tuple(name for name in schemas.INSTANCES.names
 
 @dataclasses.dataclass
 class PoolInput:
-    """A pool ready to replay (the replays' side input): its trace, hosts, window and, for
-    model lifetime sources only, the instance rows in trace order (in a run, their
-    MODEL_COLUMNS; a table, or a Spilled reference to one: `instance_rows` reads either)."""
+    """A pool ready to replay (the replays' side input): its trace, hosts, window, for
+    model lifetime sources only the instance rows in trace order (in a run, their
+    MODEL_COLUMNS; a table, or a Spilled reference to one: `instance_rows` reads either),
+    and for an admission its VMs' usage samples."""
     pool: str
     trace: PlacementTrace
     spec: PoolSpec
     start_us: int
     end_us: int
     instances: Optional[Union[pa.Table, spill.Spilled]] = None
+    usage: Optional[VmUsage] = None
 
     def instance_rows(self) -> Optional[pa.Table]:
         """The instance rows (memory-mapped from the run's spill file if spilled)."""
@@ -123,10 +127,12 @@ def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> 
 
 def prepare_pool(element, config, keep_instances: bool,
                  spill_to: Optional[spill.SpillTo] = None,
-                 columns: Sequence[str] = MODEL_COLUMNS):
-    """(pool, {instances, machines}: tables or Spilled references) → (tag, value) pairs: one
-    (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the rows'
-    `columns` (by default those the models' features read), spilled as `spill_to` says.
+                 columns: Sequence[str] = MODEL_COLUMNS, step_s: Optional[float] = None):
+    """(pool, {instances, machines[, samples]}: tables or Spilled references) → (tag, value)
+    pairs: one (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the
+    rows' `columns` (by default those the models' features read), spilled as `spill_to`
+    says; with `step_s` (an admission's grid step, seconds), the VMs' usage from the
+    admission's SAMPLES (pipelines/stages/placement/admission.py).
 
     The pool's rows stay as they came (memory-mapped when spilled): the order and the checks
     read a few columns, and the kept rows are taken in order once (`spill.spilled_take`),
@@ -172,8 +178,13 @@ def prepare_pool(element, config, keep_instances: bool,
     check_samples(pool, start_us, end_us, config)
     rows = (spill.spilled_take(instances.select(list(columns)), kept, spill_to)
             if keep_instances else None)
+    usage = None
+    if step_s is not None:
+        samples = sharding.concat(map(spill.load, grouped.get("samples", ())), SAMPLES)
+        usage = pool_usage(samples, instances.column("instance_id").take(pa.array(kept)),
+                           start, end, step_s)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
-                           rows)
+                           rows, usage)
 
 
 def check_samples(pool: str, start_us: int, end_us: int, config):

@@ -1,6 +1,6 @@
-"""One replay of a pool per (policy, lifetime source, defragmentation): the specs, the
-policy, lifetime source and LARS of a replay, its summary row and the paired LARS baseline
-rows, and the differences vs Best-Fit."""
+"""One replay of a pool per (policy, lifetime source, defragmentation, admission): the specs,
+the policy, lifetime source, LARS and admission of a replay, its summary row (and per-host
+usage replay) and the paired LARS baseline rows, and the differences vs Best-Fit."""
 
 import collections
 import dataclasses
@@ -15,6 +15,7 @@ from configs.registry import PluginFailed
 from pipelines import progress, schemas
 from pipelines.io.failures import RunFailed
 from pipelines.io.publish import staged_path
+from pipelines.stages.placement.admission import REQUESTS, admission_names, make_admission
 from pipelines.stages.placement.pools import PoolInput, pool_seed
 from policies.lars import Lars, replay_drains
 from policies.policy import CheckedPolicy
@@ -35,6 +36,7 @@ from policies.replay.simulator import (
 
 TIMESERIES = "placement_timeseries"
 SUMMARY = "placement_summary"
+HOSTS = "placement_hosts"
 Policy = fleetcast_pb2.PlacementConfig.Policy
 LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
 WarmStart = fleetcast_pb2.PlacementConfig.WarmStart
@@ -98,7 +100,8 @@ class ReplaySpec:
     warm start (the same for every replay, the Best-Fit baseline included). `also_for`:
     further lifetime sources that the replay stands for, reported as if replayed with each:
     a policy that reads no lifetime (`uses_lifetimes` False) without LARS decides the same
-    with every source, so it is replayed once, with the first."""
+    with every source, so it is replayed once, with the first. `admission`: "requests" or
+    an overcommit teller's name (placement.admission), None without any."""
     policy: str
     lifetimes: LifetimeSpec
     defrag: str
@@ -106,6 +109,7 @@ class ReplaySpec:
     baseline_seeds: int = 0
     warm_start: str = POLICY_FROM_START
     also_for: Tuple[LifetimeSpec, ...] = ()
+    admission: Optional[str] = None
 
 
 def policy_name(policy: int) -> str:
@@ -125,9 +129,14 @@ def warm_start_name(config) -> str:
 
 
 def replay_specs(config) -> List[ReplaySpec]:
-    """Every configured replay, plus a Best-Fit baseline per lifetime source if needed; a
-    policy that reads no lifetime is replayed once for all sources (`also_for`) unless
-    LARS defragments it."""
+    """Every configured replay, plus a Best-Fit baseline per lifetime source and admission
+    if needed; a policy that reads no lifetime is replayed once for all sources (`also_for`)
+    unless LARS defragments it. Every admission replays the lot (`admission_names`)."""
+    return [dataclasses.replace(spec, admission=admission)
+            for admission in admission_names(config) for spec in _replay_specs(config)]
+
+
+def _replay_specs(config) -> List[ReplaySpec]:
     lifetimes = [LifetimeSpec.of(m) for m in config.lifetime_source]
     warm_start = warm_start_name(config)
     lars = config.lars
@@ -388,7 +397,7 @@ def _key_columns(pool_input: PoolInput, spec: ReplaySpec, n: int, config) -> dic
             "lifetime_source": [lifetimes.label] * n,
             "noisy_oracle_accuracy": [lifetimes.accuracy] * n,
             "noisy_oracle_seed": [lifetimes.noisy_oracle_seed(config)] * n,
-            "defrag": [spec.defrag] * n}
+            "defrag": [spec.defrag] * n, "admission": [spec.admission or REQUESTS] * n}
 
 
 def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
@@ -402,21 +411,23 @@ def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
 
 
 def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged_dirs=None,
-           model_sources: Optional[ModelSources] = None):
+           model_sources: Optional[ModelSources] = None, overcommit=None):
     """((pool, i), [ReplaySpec]) → (TIMESERIES, table) if reported and
     (SUMMARY, (pool, summary row, reported)), plus a LARS lifetime replay's paired
-    baseline-order rows (SUMMARY only). `pools`: the PoolInput of each pool by name;
-    `staged_dirs`: the run's (`model_path`); `model_sources`: the worker's, if it keeps
-    them."""
+    baseline-order rows (SUMMARY only) and an admission's (HOSTS, table) if reported.
+    `pools`: the PoolInput of each pool by name; `staged_dirs`: the run's (`model_path`);
+    `model_sources`: the worker's, if it keeps them (the admissions' tellers too);
+    `overcommit`: the run's OvercommitConfig, for an admission."""
     (pool, _), (spec,) = element
     pool_input = pools[pool]
-    what = (f"placement replay {spec.policy} / {spec.lifetimes.label} / {spec.defrag} on pool "
+    what = (f"placement replay {spec.policy} / {spec.lifetimes.label} / {spec.defrag}"
+            f"{'' if spec.admission is None else ' / admission ' + spec.admission} on pool "
             f"{pool_input.pool}")
     state = ReplayProgress()
     with progress.Heartbeat(what, lambda: describe_progress(state, pool_input.start_us,
                                                             pool_input.end_us)):
         yield from _replay(pool_input, spec, state, config, model_tables, staged_dirs,
-                           model_sources)
+                           model_sources, overcommit)
     progress.count("placement.replays_done")
 
 
@@ -437,19 +448,25 @@ def simulate_options(pool_input: PoolInput, config) -> dict:
 
 
 def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, config,
-            model_tables, staged_dirs, model_sources):
+            model_tables, staged_dirs, model_sources, overcommit=None):
     defragmenter = make_lars(spec.defrag, config, pool_input.pool)
     policy = make_policy(spec.policy, config)
     if spec.lifetimes.kind == LAVA_CLASSES:
         policy = policy.with_vm_classes(lava_vm_classes(pool_input, model_tables, staged_dirs,
                                                         model_sources, spec.lifetimes.variant))
     policy = checked_if_plugin(policy, spec.policy, config, pool_input.pool)
+    admission = None
+    if spec.admission is not None:
+        tellers = _kept(model_sources, (pool_input.pool, "admission tellers"), dict)
+        admission = make_admission(spec.admission, pool_input.usage,
+                                   pool_input.trace.demand[:, 0], overcommit, tellers)
     try:
         result = simulate(
             pool_input.trace, pool_input.spec, policy,
             lifetime_source(spec.lifetimes, pool_input, config, model_tables, staged_dirs,
                             model_sources),
-            lars=defragmenter, progress=state, **simulate_options(pool_input, config))
+            lars=defragmenter, progress=state, admission=admission,
+            **simulate_options(pool_input, config))
     except PluginFailed as e:
         raise RunFailed(str(e)) from None
     for lifetimes in (spec.lifetimes, *spec.also_for):
@@ -467,6 +484,8 @@ def _outputs(pool_input: PoolInput, spec: ReplaySpec, result, defragmenter, conf
         for field in schemas.PLACEMENT_TIMESERIES.names[len(columns):]:
             columns[field] = series[field]
         yield TIMESERIES, pa.table(columns, schema=schemas.PLACEMENT_TIMESERIES)
+    if spec.reported and result.usage_totals is not None:
+        yield HOSTS, hosts_table(pool_input, spec, result.usage_totals, config)
     row = summary_row(pool_input, result, spec, config)
     progress.count("placement.placements", row["placements"] or 0)
     progress.count("placement.failed_placements", row["failed_placements"] or 0)
@@ -490,7 +509,7 @@ def summary_row(pool_input: PoolInput, result, spec: ReplaySpec, config) -> dict
                  "failed_placements", "migrations", "num_samples", *schemas.PLACEMENT_PCT_METRICS,
                  "lars_migrations", "lars_scheduled_migrations", "lars_saved_migrations",
                  "lars_failed_migrations", "lars_drained_hosts", "predictions",
-                 "prediction_batches"):
+                 "prediction_batches", *(c.name for c in schemas.USAGE_REPLAY_FIELDS)):
         row[name] = summary.get(name)
     row["lars_seed"] = None
     row["gap_to_upper_bound_pp"] = (summary["upper_bound_empty_hosts_pct"]
@@ -503,19 +522,37 @@ def with_baseline_differences(element) -> pa.Table:
     reported row with its differences vs the Best-Fit replay of the same lifetime source
     without defragmentation."""
     _, rows = element
-    rows = sorted(rows, key=lambda r: (r[0]["policy"], r[0]["lifetime_source"],
-                                       r[0]["defrag"], not r[1],
+    rows = sorted(rows, key=lambda r: (r[0]["admission"], r[0]["policy"],
+                                       r[0]["lifetime_source"], r[0]["defrag"], not r[1],
                                        -1 if r[0]["lars_seed"] is None else r[0]["lars_seed"]))
-    baselines = {row["lifetime_source"]: row for row, _ in rows
+    baselines = {(row["lifetime_source"], row["admission"]): row for row, _ in rows
                  if row["policy"] == BEST_FIT and row["defrag"] == NO_DEFRAG}
     out = []
     for row, reported in rows:
         if not reported:
             continue
-        baseline = baselines[row["lifetime_source"]]
+        baseline = baselines[row["lifetime_source"], row["admission"]]
         differences = difference_vs_baseline(row, baseline)
         for name in schemas.PLACEMENT_BASELINE_METRICS:
             value = differences[f"{name}_vs_baseline_pp"]
             row[f"{name}_vs_best_fit_pp"] = None if math.isnan(value) else value
         out.append(row)
     return pa.Table.from_pylist(out, schema=schemas.PLACEMENT_SUMMARY)
+
+
+def hosts_table(pool_input: PoolInput, spec: ReplaySpec, totals, config) -> pa.Table:
+    """The PLACEMENT_HOSTS rows of an admission replay: its usage replay per host."""
+    n = len(totals.windows)
+    columns = _key_columns(pool_input, spec, n, config)
+    scored = totals.scored.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = {name: np.where(totals.scored > 0, values / scored, np.nan)
+                 for name, values in (("violation_rate", totals.violations),
+                                      ("mean_severity", totals.severity),
+                                      ("savings_ratio", totals.savings))}
+    columns.update(host=np.arange(n), cpu_capacity=pool_input.spec.capacity[:, 0],
+                   windows=totals.windows, scored_windows=totals.scored,
+                   **{name: pa.array(values, pa.float64(), from_pandas=True)
+                      for name, values in rates.items()},
+                   overflow_windows=totals.overflows)
+    return pa.table(columns, schema=schemas.PLACEMENT_HOSTS)

@@ -1,6 +1,7 @@
 """Validation of the placement stage's config (PlacementConfig), by field path."""
 
 from configs.checks import MAX_DURATION, Limit
+from pipelines.stages.placement.admission import check_admissions
 from pipelines.stages.placement.pools import MAX_HOSTS, MAX_SAMPLES
 from pipelines.stages.placement.replays import (
     LAVA_CLASSES,
@@ -31,9 +32,12 @@ MAX_BASELINE_SEEDS = Limit(1_000, "seeds", "each replays the pool's migrations o
 
 
 def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
-                    field: str = "placement"):
+                    field: str = "placement", overcommit=None, has_usage: bool = True):
     """Checks a PlacementConfig; `lifetime_model` is the run's LifetimeModelConfig (None
-    without a lifetime stage), `has_hosts` whether the source gives hosts."""
+    without a lifetime stage), `has_hosts` whether the source gives hosts, `overcommit` the
+    run's OvercommitConfig (None without that stage) and `has_usage` whether the source
+    gives usage windows (for an admission)."""
+    check_admissions(check, config, overcommit, has_usage, field)
     names = policy_names(config)
     check.require(len(names) > 0, f"{field}.policy", "names no policy")
     for i, policy in enumerate(config.policy):

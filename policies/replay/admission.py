@@ -1,0 +1,327 @@
+"""Admission by predicted peak in the placement replay, and the usage replayed on its hosts
+([Bashir21] §2, §6: a machine takes a task when the predicted peak of its tasks plus the new
+request fits; docs/stages/placement.md, "Overcommit-aware placement").
+
+At the end of every usage window k (time grid_start + (k + 1) * step), the replay asks each
+host's fortune teller for the peak of the VMs resident then, from their samples up to window
+k: exactly what the overcommit stage computes at step k for a machine holding those VMs (a
+VM's samples are contiguous, policies/replay/usage.py, so its runs are the same on any host).
+A resident without a sample in window k counts at its CPU request. The host's CPU room
+becomes capacity - predicted peak; until the next window's end, a placement takes its request
+off the room, the exit of a VM placed since gives it back, and the exit of a VM that the
+prediction counted gives nothing back (its share is reserved until the next prediction); a
+host left empty has its whole capacity. Memory is admitted by request throughout.
+
+The same step records the usage replay: per host, the residents' total limit, the admitted
+peak (the teller's, or the total limit when admitting by requests), the scoring oracle's
+future peak of those residents, and their usage in window k. Violation, severity and
+savings are [Bashir21] §5.1.3's (predictors/peak/overcommit_metrics.py); an overflow is a
+window whose usage exceeds the host's CPU capacity.
+"""
+
+from typing import List, NamedTuple, Optional
+
+import numpy as np
+
+from policies.replay.pool import PoolState
+from policies.replay.usage import VmUsage
+from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.overcommit_metrics import step_metrics
+from predictors.peak.peak_predictor import sorted_row_percentile
+
+# Residents per block of the oracle's future-window matrix (rows x horizon floats).
+_ORACLE_BLOCK_ROWS = 8192
+
+
+class Residents(NamedTuple):
+    """The VMs on hosts at a step, and their samples at it.
+
+    Attributes: step (grid step k), num_hosts, vms and hosts int64[n] (resident VM, its
+    host), present bool[n] (a sample at k), number int64[n] (that sample's number in the
+    VmUsage, valid where present).
+    """
+    step: int
+    num_hosts: int
+    vms: np.ndarray
+    hosts: np.ndarray
+    present: np.ndarray
+    number: np.ndarray
+
+    def per_host(self, values: np.ndarray) -> np.ndarray:
+        """Sums per-sample `values` (float64[S] of the VmUsage) over each host's present
+        residents: float64[H]."""
+        present = self.present
+        return np.bincount(self.hosts[present], values[self.number[present]],
+                           minlength=self.num_hosts)
+
+
+class HostPeaks:
+    """A fortune teller's peak of each host's residents present at a step (the residents
+    without a sample are the caller's)."""
+
+    def peaks(self, residents: Residents) -> np.ndarray:
+        """float64[H]; 0 (NaN for an oracle) on hosts without a present resident."""
+        raise NotImplementedError
+
+
+class TaskSharePeaks(HostPeaks):
+    """A predictor whose peak is a sum of per-task shares (`sample_peaks`: borg-default,
+    RC-like, per-task max and mean): each sample's share is computed once for the pool."""
+
+    def __init__(self, predictor, usage: VmUsage):
+        samples, number = usage.machine_samples()
+        self.share = np.empty(len(number))
+        self.share[number] = predictor.sample_peaks(samples)
+
+    def peaks(self, residents: Residents) -> np.ndarray:
+        return residents.per_host(self.share)
+
+
+class WindowPeaks(HostPeaks):
+    """Any predictor whose output at a step depends on the last `window_steps` steps only
+    (N-sigma, per-machine percentile): at every step, one MachineSamples holds each host's
+    residents' last samples as a block of steps of its own, and the last step of each block
+    is the host's prediction."""
+
+    def __init__(self, predictor, usage: VmUsage, window_steps: int):
+        self.predictor = predictor
+        self.usage = usage
+        self.window_steps = window_steps
+
+    def peaks(self, residents: Residents) -> np.ndarray:
+        out = np.zeros(residents.num_hosts)
+        present = residents.present
+        if not present.any():
+            return out
+        usage, window, step = self.usage, self.window_steps, residents.step
+        vms, hosts = residents.vms[present], residents.hosts[present]
+        first = usage.first_step[vms]
+        start = np.maximum(first, step - window + 1)
+        count = step - start + 1
+        row = np.repeat(np.arange(len(vms)), count)
+        within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+        number = (usage.offsets[vms] + start - first)[row] + within
+        host_ids, block = np.unique(hosts, return_inverse=True)
+        # Blocks one empty step apart, each ending at its host's step k.
+        local_step = (start - (step - window + 1))[row] + within
+        samples = MachineSamples.from_arrays(block[row] * (window + 1) + local_step, vms[row],
+                                             usage.usage[number], usage.limit[number])
+        last = np.searchsorted(samples.times, np.arange(len(host_ids)) * (window + 1)
+                               + window - 1)
+        out[host_ids] = self.predictor.predict(samples)[last]
+        return out
+
+
+class CombinedPeaks(HostPeaks):
+    """The element-wise combination of several tellers' peaks (max_of, avg_of)."""
+
+    def __init__(self, combine, parts: List[HostPeaks]):
+        self.combine = combine
+        self.parts = parts
+
+    def peaks(self, residents: Residents) -> np.ndarray:
+        return self.combine(np.stack([part.peaks(residents) for part in self.parts]), axis=0)
+
+
+class OraclePeaks(HostPeaks):
+    """The peak oracle ([Bashir21] §3, predictors/peak/peak_oracle.py) of each host's
+    residents present at step k: the max (or a percentile) over the next `horizon_steps`
+    windows of their summed usage (0 for a VM without a sample then), each capped at its
+    limit at k with `cap_to_limit`. Where the horizon reaches past the pool's last sample,
+    NaN (the stage leaves the last horizon of a machine's data unscored), or with `partial`
+    (an oracle that admits) the windows up to that sample; a horizon of 0, or no window
+    left, gives the residents' total limit, as the stage's oracle does."""
+
+    def __init__(self, usage: VmUsage, horizon_steps: int, percentile: float = 100,
+                 cap_to_limit: bool = False, partial: bool = False):
+        self.usage = usage
+        self.horizon_steps = horizon_steps
+        self.percentile = min(percentile, 100)
+        self.cap_to_limit = cap_to_limit
+        self.partial = partial
+        self._last_step = usage.last_step
+
+    def peaks(self, residents: Residents) -> np.ndarray:
+        usage, width = self.usage, self.horizon_steps
+        if self.partial:
+            width = max(min(width, self._last_step - residents.step), 0)
+        if width == 0:
+            return np.where(np.bincount(residents.hosts[residents.present],
+                                        minlength=residents.num_hosts) > 0,
+                            residents.per_host(usage.limit), np.nan)
+        out = np.full(residents.num_hosts, np.nan)
+        present = residents.present
+        if residents.step + width > self._last_step or not present.any():
+            return out
+        vms, hosts = residents.vms[present], residents.hosts[present]
+        number = residents.number[present]
+        host_ids, block = np.unique(hosts, return_inverse=True)
+        sums = np.zeros(len(host_ids) * width)
+        lag = np.arange(1, width + 1)
+        for at in range(0, len(vms), _ORACLE_BLOCK_ROWS):
+            rows = slice(at, at + _ORACLE_BLOCK_ROWS)
+            remaining = usage.offsets[vms[rows] + 1] - 1 - number[rows]
+            ahead = np.minimum(lag[None, :], remaining[:, None])
+            future = np.where(lag[None, :] <= remaining[:, None],
+                              usage.usage[number[rows, None] + ahead], 0.0)
+            if self.cap_to_limit:
+                future = np.minimum(future, usage.limit[number[rows]][:, None])
+            cells = (block[rows, None] * width + lag[None, :] - 1).ravel()
+            sums += np.bincount(cells, future.ravel(), minlength=len(sums))
+        sums = sums.reshape(len(host_ids), width)
+        if self.percentile >= 100:
+            out[host_ids] = sums.max(axis=1)
+        else:
+            out[host_ids] = sorted_row_percentile(sums, np.full(len(host_ids), width),
+                                                  self.percentile)
+        return out
+
+
+class AdmittedPool(PoolState):
+    """A PoolState whose CPU room (dimension 0) the admission sets at every window's end
+    (`set_cpu_room`), as the module says; `used()` stays the requests placed, so packing
+    density is by request (above 100 % on an overcommitted host).
+
+    Attributes: fresh, the VMs placed since the last prediction.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fresh = set()
+        self._requested = np.zeros((self.num_hosts, self.num_dims))
+
+    def place(self, vm: int, host: int, demand, exit_us: int) -> None:
+        super().place(vm, host, demand, exit_us)
+        self.fresh.add(vm)
+        self._requested[host] += demand
+
+    def remove(self, vm: int, demand) -> int:
+        if vm in self.fresh:
+            self.fresh.discard(vm)
+            host = super().remove(vm, demand)
+        else:
+            host = super().remove(vm, (0.0, *demand[1:]))
+        if self.occupancy[host]:
+            self._requested[host] -= demand
+        else:
+            self._requested[host] = 0.0
+        return host
+
+    def set_cpu_room(self, host: int, room: float) -> bool:
+        """Sets `host`'s CPU room; returns whether it changed."""
+        row = self.room[host]
+        if row[0] == room:
+            return False
+        row[0] = room
+        self.free_key[host] = self._free_key(host, row)
+        return True
+
+    def used(self) -> np.ndarray:
+        return self._requested.copy()
+
+
+class UsageTotals(NamedTuple):
+    """Per host, counts and sums over the windows recorded (int64[H] / float64[H])."""
+    windows: np.ndarray
+    scored: np.ndarray
+    violations: np.ndarray
+    severity: np.ndarray
+    savings: np.ndarray
+    overflows: np.ndarray
+
+
+class Admission:
+    """The admission and usage replay of one placement replay (see the module).
+
+    Args:
+      usage: the pool's VMs' samples (VM = trace index).
+      request_cpu: float64[V], each VM's CPU request in the samples' units.
+      scoring: the oracle the usage replay scores against.
+      peaks: the admitting teller, or None to admit by requests (the usage replay only).
+      name: the admission's name in the outputs ("requests" or the teller's).
+    """
+
+    def __init__(self, usage: VmUsage, request_cpu: np.ndarray, scoring: OraclePeaks,
+                 peaks: Optional[HostPeaks], name: str):
+        self.usage = usage
+        self.request_cpu = np.asarray(request_cpu, dtype=np.float64)
+        self.scoring = scoring
+        self.peaks = peaks
+        self.name = name
+        self.totals = None
+
+    def first_event_us(self, start_us: int) -> int:
+        """The first window end at or after `start_us`."""
+        usage = self.usage
+        ends = max(-(-(start_us - usage.grid_start_us) // usage.step_us), 1)
+        return usage.time_us(ends)
+
+    def bind(self, pool: PoolState) -> None:
+        self.pool = pool
+        zeros = np.zeros(pool.num_hosts)
+        self.totals = UsageTotals(*(zeros.astype(np.int64) for _ in range(3)), zeros.copy(),
+                                  zeros.copy(), zeros.astype(np.int64))
+
+    def residents(self, now_us: int) -> Residents:
+        """The residents at window end `now_us` and their samples in the window."""
+        vm_host = self.pool.vm_host
+        vms = np.fromiter(vm_host.keys(), np.int64, len(vm_host))
+        hosts = np.fromiter(vm_host.values(), np.int64, len(vm_host))
+        step = (now_us - self.usage.grid_start_us) // self.usage.step_us - 1
+        present, number = self.usage.at_step(vms, step)
+        return Residents(int(step), self.pool.num_hosts, vms, hosts, present, number)
+
+    def window_end(self, now_us: int, record: bool) -> List[int]:
+        """Predicts every host at window end `now_us`, records the usage replay if `record`,
+        and (admitting by a teller) sets the rooms; returns the hosts whose room changed."""
+        residents = self.residents(now_us)
+        absent = ~residents.present
+        absent_request = np.bincount(residents.hosts[absent],
+                                     self.request_cpu[residents.vms[absent]],
+                                     minlength=residents.num_hosts)
+        total_limit = residents.per_host(self.usage.limit) + absent_request
+        predicted = total_limit
+        if self.peaks is not None:
+            # A teller without a value (an oracle past the data) admits by the limits.
+            peaks = self.peaks.peaks(residents)
+            predicted = np.where(np.isnan(peaks), total_limit, peaks + absent_request)
+        occupied = np.bincount(residents.hosts, minlength=residents.num_hosts) > 0
+        if record:
+            self._record(residents, occupied, total_limit, predicted)
+        if self.peaks is None:
+            return []
+        pool = self.pool
+        pool.fresh.clear()
+        limit = pool.limit[:, 0]
+        return [host for host in np.flatnonzero(occupied).tolist()
+                if pool.set_cpu_room(host, float(limit[host] - predicted[host]))]
+
+    def _record(self, residents: Residents, occupied, total_limit, predicted) -> None:
+        oracle = self.scoring.peaks(residents)
+        used = residents.per_host(self.usage.usage)
+        has_sample = np.bincount(residents.hosts[residents.present],
+                                 minlength=residents.num_hosts) > 0
+        oracle = np.where(has_sample, oracle, np.nan)
+        metrics = step_metrics(total_limit, predicted, oracle)
+        totals = self.totals
+        totals.windows[occupied] += 1
+        totals.scored[metrics.scored] += 1
+        totals.violations[metrics.violation] += 1
+        totals.severity[:] += metrics.severity
+        totals.savings[:] += metrics.savings
+        totals.overflows[occupied & (used > self.pool.capacity[:, 0])] += 1
+
+    def summary(self) -> dict:
+        """Pool-wide rates over the recorded host windows (percentages; NaN without any)."""
+        totals = self.totals
+        scored = int(totals.scored.sum())
+        windows = int(totals.windows.sum())
+
+        def pct(value, count):
+            return 100.0 * float(value) / count if count else float("nan")
+
+        return {"admission_windows": windows, "admission_scored_windows": scored,
+                "violation_rate_pct": pct(totals.violations.sum(), scored),
+                "mean_severity_pct": pct(totals.severity.sum(), scored),
+                "savings_pct": pct(totals.savings.sum(), scored),
+                "overflow_pct": pct(totals.overflows.sum(), windows)}
