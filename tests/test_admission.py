@@ -12,10 +12,10 @@ from policies.nilas import Nilas
 from policies.replay.admission import (
     Admission,
     CombinedPeaks,
+    HistoryPeaks,
     OraclePeaks,
     Residents,
     TaskSharePeaks,
-    WindowPeaks,
 )
 from policies.replay.lifetime_source import OracleLifetimes
 from policies.replay.pool import PoolSpec
@@ -36,19 +36,14 @@ from tests.helpers import random_pool
 STEP_US = 300_000_000
 
 
-def window_peaks(predictor, usage):
-    return WindowPeaks(predictor, usage, max(predictor.num_history_samples,
-                                             predictor.min_warm_samples))
-
-
 # Each admitting predictor as the stage builds it (pipelines/stages/placement/admission.py).
 PREDICTORS = {
     "borg_default": (BorgDefaultPredictor(0.8, 3), TaskSharePeaks),
     "rc_like": (RcLikePredictor(90, 6, 2, cap_to_limit=True), TaskSharePeaks),
     "task_max": (MaxPredictor(3), TaskSharePeaks),
     "task_avg": (AvgPredictor(2, cap_to_limit=True), TaskSharePeaks),
-    "n_sigma": (NSigmaPredictor(3, 5, 3), window_peaks),
-    "per_machine_percentile": (PerMachinePercentilePredictor(95, 4, 6), window_peaks),
+    "n_sigma": (NSigmaPredictor(3, 5, 3), HistoryPeaks),
+    "per_machine_percentile": (PerMachinePercentilePredictor(95, 4, 6), HistoryPeaks),
 }
 
 
@@ -235,7 +230,7 @@ def test_the_admitting_oracle_sees_the_future_peak_and_an_unwarmed_predictor_the
     result, _ = replay_two_vms(lambda u: OraclePeaks(u, 2, partial=True))
     assert result.host_of_vm.tolist() == [0, 0]
     # N-sigma with a 2-sample warm-up: at 300 s VM 0 is cold and counts at its limit 6.
-    result, _ = replay_two_vms(lambda u: window_peaks(NSigmaPredictor(5, 4, 2), u))
+    result, _ = replay_two_vms(lambda u: HistoryPeaks(NSigmaPredictor(5, 4, 2), u))
     assert result.host_of_vm.tolist() == [0, -1]
 
 

@@ -23,15 +23,12 @@ from typing import List, NamedTuple, Optional
 
 import numpy as np
 
+from policies.replay.admission_kernels import future_sums, warm_ratio_sums
 from policies.replay.pool import PoolState
 from policies.replay.usage import VmUsage
-from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.machine_samples import WarmRatioHistory
 from predictors.peak.overcommit_metrics import step_metrics
 from predictors.peak.peak_predictor import sorted_row_percentile
-
-# Residents per block of the oracle's future-window matrix (rows x horizon floats).
-_ORACLE_BLOCK_ROWS = 8192
-
 
 class Residents(NamedTuple):
     """The VMs on hosts at a step, and their samples at it.
@@ -77,38 +74,36 @@ class TaskSharePeaks(HostPeaks):
         return residents.per_host(self.share)
 
 
-class WindowPeaks(HostPeaks):
-    """Any predictor whose output at a step depends on the last `window_steps` steps only
-    (N-sigma, per-machine percentile): at every step, one MachineSamples holds each host's
-    residents' last samples as a block of steps of its own, and the last step of each block
-    is the host's prediction."""
+class HistoryPeaks(HostPeaks):
+    """A predictor of the warm tasks' ratio history (N-sigma, per-machine percentile:
+    `warm_peaks(WarmRatioHistory)`): the history of each host's present residents is summed
+    in one pass (`admission_kernels.warm_ratio_sums`), the cold residents count at their
+    limit."""
 
-    def __init__(self, predictor, usage: VmUsage, window_steps: int):
+    def __init__(self, predictor, usage: VmUsage):
         self.predictor = predictor
         self.usage = usage
-        self.window_steps = window_steps
+        self._usage = (np.minimum(usage.usage, usage.limit) if predictor.cap_to_limit
+                       else usage.usage)
 
     def peaks(self, residents: Residents) -> np.ndarray:
         out = np.zeros(residents.num_hosts)
         present = residents.present
         if not present.any():
             return out
-        usage, window, step = self.usage, self.window_steps, residents.step
-        vms, hosts = residents.vms[present], residents.hosts[present]
-        first = usage.first_step[vms]
-        start = np.maximum(first, step - window + 1)
-        count = step - start + 1
-        row = np.repeat(np.arange(len(vms)), count)
-        within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-        number = (usage.offsets[vms] + start - first)[row] + within
-        host_ids, block = np.unique(hosts, return_inverse=True)
-        # Blocks one empty step apart, each ending at its host's step k.
-        local_step = (start - (step - window + 1))[row] + within
-        samples = MachineSamples.from_arrays(block[row] * (window + 1) + local_step, vms[row],
-                                             usage.usage[number], usage.limit[number])
-        last = np.searchsorted(samples.times, np.arange(len(host_ids)) * (window + 1)
-                               + window - 1)
-        out[host_ids] = self.predictor.predict(samples)[last]
+        predictor, usage = self.predictor, self.usage
+        vms, number = residents.vms[present], residents.number[present]
+        host_ids, block = np.unique(residents.hosts[present], return_inverse=True)
+        position = residents.step - usage.first_step[vms] + 1
+        window = predictor.num_history_samples
+        usage_sums, limit_sums, length, warm_limit, cold_limit = warm_ratio_sums(
+            block, number, position, self._usage, usage.limit, window,
+            predictor.min_warm_samples, len(host_ids))
+        ratio = np.full((len(host_ids), window), np.nan)
+        valid = np.arange(window)[None, :] < length[:, None]
+        np.divide(usage_sums, limit_sums, out=ratio, where=valid)
+        history = WarmRatioHistory(ratio=ratio, length=length, warm_limit=warm_limit)
+        out[host_ids] = predictor.warm_peaks(history) + cold_limit
         return out
 
 
@@ -153,22 +148,11 @@ class OraclePeaks(HostPeaks):
         present = residents.present
         if residents.step + width > self._last_step or not present.any():
             return out
-        vms, hosts = residents.vms[present], residents.hosts[present]
-        number = residents.number[present]
-        host_ids, block = np.unique(hosts, return_inverse=True)
-        sums = np.zeros(len(host_ids) * width)
-        lag = np.arange(1, width + 1)
-        for at in range(0, len(vms), _ORACLE_BLOCK_ROWS):
-            rows = slice(at, at + _ORACLE_BLOCK_ROWS)
-            remaining = usage.offsets[vms[rows] + 1] - 1 - number[rows]
-            ahead = np.minimum(lag[None, :], remaining[:, None])
-            future = np.where(lag[None, :] <= remaining[:, None],
-                              usage.usage[number[rows, None] + ahead], 0.0)
-            if self.cap_to_limit:
-                future = np.minimum(future, usage.limit[number[rows]][:, None])
-            cells = (block[rows, None] * width + lag[None, :] - 1).ravel()
-            sums += np.bincount(cells, future.ravel(), minlength=len(sums))
-        sums = sums.reshape(len(host_ids), width)
+        vms, number = residents.vms[present], residents.number[present]
+        host_ids, block = np.unique(residents.hosts[present], return_inverse=True)
+        cap = usage.limit[number] if self.cap_to_limit else np.full(len(number), np.inf)
+        sums = future_sums(block, number, usage.offsets[vms + 1] - 1 - number, usage.usage,
+                           cap, width, len(host_ids))
         if self.percentile >= 100:
             out[host_ids] = sums.max(axis=1)
         else:

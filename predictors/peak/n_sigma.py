@@ -13,7 +13,7 @@ constant limits this is mean + n * std of the warm tasks' total usage, as the pa
 
 import numpy as np
 
-from predictors.peak.machine_samples import MachineSamples
+from predictors.peak.machine_samples import MachineSamples, WarmRatioHistory
 from predictors.peak.peak_predictor import WarmupPeakPredictor
 
 
@@ -37,8 +37,11 @@ class NSigmaPredictor(WarmupPeakPredictor):
         self.cap_to_limit = cap_to_limit
 
     def _predict_warm(self, samples: MachineSamples, warm: np.ndarray) -> np.ndarray:
-        history = samples.warm_ratio_history(self.num_history_samples, self.min_warm_samples,
-                                             self.cap_to_limit)
+        return self.warm_peaks(samples.warm_ratio_history(
+            self.num_history_samples, self.min_warm_samples, self.cap_to_limit))
+
+    def warm_peaks(self, history: WarmRatioHistory) -> np.ndarray:
+        """The warm tasks' peak at each row of a ratio history: float64[T]."""
         count = history.length
         has_warm = count > 0
         ratio = np.where(np.isnan(history.ratio), 0.0, history.ratio)

@@ -21,10 +21,10 @@ from pipelines.stages.overcommit.steps import floor_to_grid, metric_values
 from policies.replay.admission import (
     Admission,
     CombinedPeaks,
+    HistoryPeaks,
     HostPeaks,
     OraclePeaks,
     TaskSharePeaks,
-    WindowPeaks,
 )
 from policies.replay.usage import VmUsage
 from predictors.peak.registry import build_predictor
@@ -195,8 +195,7 @@ def _predictor_peaks(config, usage: VmUsage, step_s: float) -> HostPeaks:
     if which in SHARED_KINDS:
         return TaskSharePeaks(predictor, usage)
     if which in WINDOW_KINDS:
-        return WindowPeaks(predictor, usage, max(predictor.num_history_samples,
-                                                 predictor.min_warm_samples))
+        return HistoryPeaks(predictor, usage)
     raise ValueError(f"a {which} predictor cannot admit ({_unsupported(config)})")
 
 
