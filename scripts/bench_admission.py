@@ -16,6 +16,7 @@ RC-like) and a 1-day oracle; every replay with admission also scores the usage a
 """
 
 import argparse
+import functools
 import pathlib
 import sys
 import time
@@ -119,7 +120,7 @@ def main():
     best = {}
     for _ in range(args.repeats):
         for name in names:
-            result, wall, cpu = timed(lambda: run(name))
+            result, wall, cpu = timed(functools.partial(run, name))
             if name not in best or wall < best[name][1]:
                 best[name] = (result, wall, cpu)
     print(f"{'admission':20} {'wall s':>8} {'CPU s':>8} {'vs none':>8} {'vs requests':>11} "

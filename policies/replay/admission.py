@@ -30,6 +30,7 @@ from predictors.peak.machine_samples import WarmRatioHistory
 from predictors.peak.overcommit_metrics import step_metrics
 from predictors.peak.peak_predictor import sorted_row_percentile
 
+
 class Residents(NamedTuple):
     """The VMs on hosts at a step, and their samples at it.
 
