@@ -9,6 +9,7 @@ from fleetcast_testing.reference.placement_simulator import simulate_reference
 from policies.best_fit import BestFit
 from policies.lava import Lava
 from policies.nilas import Nilas
+from policies.replay import compiled
 from policies.replay.admission import (
     Admission,
     CombinedPeaks,
@@ -18,9 +19,16 @@ from policies.replay.admission import (
     TaskSharePeaks,
 )
 from policies.replay.lifetime_source import OracleLifetimes
-from policies.replay.pool import PoolSpec
-from policies.replay.simulator import PlacementTrace, simulate
+from policies.replay.metrics import InflationMix
+from policies.replay.pool import PoolSpec, PoolState
+from policies.replay.simulator import (
+    BEST_FIT_UNTIL_METRICS,
+    POLICY_FROM_START,
+    PlacementTrace,
+    simulate,
+)
 from policies.replay.usage import NO_SAMPLE, VmUsage
+from predictors.lifetime.curves import LifetimeCurves
 from predictors.peak.borg_default import BorgDefaultPredictor
 from predictors.peak.machine_samples import MachineSamples
 from predictors.peak.max_decorator import MaxDecorator
@@ -32,8 +40,10 @@ from predictors.peak.rc_like import RcLikePredictor
 from predictors.peak.task_avg import AvgPredictor
 from predictors.peak.task_max import MaxPredictor
 from tests.helpers import random_pool
+from tests.test_placement_compiled import assert_same
 
-STEP_US = 300_000_000
+S = 1_000_000
+STEP_US = 300 * S
 
 
 # Each admitting predictor as the stage builds it (pipelines/stages/placement/admission.py).
@@ -269,7 +279,8 @@ def test_admission_by_requests_decides_exactly_as_without_admission():
                                   "oracle"])
 @pytest.mark.parametrize("policy, make_policy", [("best_fit", BestFit), ("nilas", Nilas),
                                                  ("lava", Lava)])
-def test_fast_replay_admits_as_the_scan_every_host_reference(name, policy, make_policy):
+@pytest.mark.parametrize("engine", ["python", "auto"])
+def test_fast_replay_admits_as_the_scan_every_host_reference(name, policy, make_policy, engine):
     trace, pool = random_pool(11, num_vms=150, num_hosts=6)
     end_us = int(trace.arrival_us.max())
     usage = random_usage(trace, 11, end_us)
@@ -283,12 +294,58 @@ def test_fast_replay_admits_as_the_scan_every_host_reference(name, policy, make_
     admission = Admission(usage, trace.demand[:, 0], OraclePeaks(usage, 12), peaks, name)
     lifetimes = OracleLifetimes(trace.lifetime_s())
     fast = simulate(trace, pool, make_policy(), lifetimes, start_us=0, refresh_interval_s=0,
-                    admission=admission)
+                    admission=admission, engine=engine)
     expected = simulate_reference(trace, pool, policy, lifetimes, start_us=0,
                                   admission=reference)
     np.testing.assert_array_equal(fast.host_of_vm, expected)
     plain = simulate(trace, pool, make_policy(), lifetimes, start_us=0)
     assert not np.array_equal(fast.host_of_vm, plain.host_of_vm)
+
+
+ADMISSIONS = ["requests", "borg_default", "rc_like", "task_max", "n_sigma",
+              "per_machine_percentile", "max_n_sigma_rc_like", "oracle"]
+
+
+def admission_of(name, usage, request):
+    peaks = {"requests": None, "oracle": OraclePeaks(usage, 36, partial=True)}.get(name)
+    if name not in ("requests", "oracle"):
+        peaks = host_peaks(name, usage)
+    return Admission(usage, request, OraclePeaks(usage, 12, cap_to_limit=True), peaks, name)
+
+
+@pytest.mark.parametrize("make_policy", [BestFit, Nilas, Lava])
+@pytest.mark.parametrize("warm_start", [POLICY_FROM_START, BEST_FIT_UNTIL_METRICS])
+def test_compiled_engine_admits_and_scores_as_python(small_model, make_policy, warm_start):
+    """Every admission, oracle and exact-curve lifetimes, warm-up VMs, both warm starts (the
+    take-over on a window end), VMs exiting as they arrive: the same decisions, samples,
+    summaries and per-host usage replay."""
+    for seed in range(2):
+        trace, pool = random_pool(seed, num_vms=300, num_hosts=8,
+                                  zero_lifetime_fraction=0.05 * seed)
+        end_us = int(trace.arrival_us.max()) + 3600 * S
+        usage = random_usage(trace, seed, end_us)
+        model, features = small_model
+        rows = np.random.default_rng(seed).integers(0, len(features), len(trace))
+        for lifetimes in (OracleLifetimes(trace.lifetime_s()),
+                          LifetimeCurves(model, features[rows])):
+            policy = make_policy()
+            assert compiled.supports(policy, lifetimes, None, PoolState(pool),
+                                     lifetimes.repredicts and policy.uses_exit_estimates)
+            for name in ADMISSIONS:
+                results = [simulate(
+                    trace, pool, make_policy(), lifetimes, start_us=2 * 3600 * S,
+                    end_us=end_us, warmup_s=3 * 3600.0, sample_period_s=1800.0,
+                    inflation_mix=InflationMix.from_demand(trace.demand), stranding_every=3,
+                    warm_start=warm_start, engine=engine,
+                    admission=admission_of(name, usage, trace.demand[:, 0]))
+                    for engine in ("python", "auto")]
+                python, fast = results
+                assert python.summary["warmup_vms"] > 0
+                assert python.summary["admission_scored_windows"] > 0
+                assert_same(python, fast)
+                for field, values in python.usage_totals._asdict().items():
+                    np.testing.assert_array_equal(values, getattr(fast.usage_totals, field),
+                                                  err_msg=f"{name}: {field}")
 
 
 class TraceMachines:

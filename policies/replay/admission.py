@@ -24,7 +24,7 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 
 from policies.replay.admission_kernels import future_sums, warm_ratio_sums
-from policies.replay.pool import PoolState
+from policies.replay.pool import PoolState, requested
 from policies.replay.usage import VmUsage
 from predictors.peak.machine_samples import WarmRatioHistory
 from predictors.peak.overcommit_metrics import step_metrics
@@ -164,45 +164,47 @@ class OraclePeaks(HostPeaks):
 
 class AdmittedPool(PoolState):
     """A PoolState whose CPU room (dimension 0) the admission sets at every window's end
-    (`set_cpu_room`), as the module says; `used()` stays the requests placed, so packing
+    (`set_cpu_rooms`), as the module says; `used()` stays the requests placed, so packing
     density is by request (above 100 % on an overcommitted host).
+
+    Args: those of PoolState, and `demand` float64[V, D], the VMs' demand.
 
     Attributes: fresh, the VMs placed since the last prediction.
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, spec, weights=None, smallest_demand=None, *, demand: np.ndarray):
+        super().__init__(spec, weights, smallest_demand)
         self.fresh = set()
-        self._requested = np.zeros((self.num_hosts, self.num_dims))
+        self.demand = demand
 
     def place(self, vm: int, host: int, demand, exit_us: int) -> None:
         super().place(vm, host, demand, exit_us)
         self.fresh.add(vm)
-        self._requested[host] += demand
 
     def remove(self, vm: int, demand) -> int:
         if vm in self.fresh:
             self.fresh.discard(vm)
-            host = super().remove(vm, demand)
-        else:
-            host = super().remove(vm, (0.0, *demand[1:]))
-        if self.occupancy[host]:
-            self._requested[host] -= demand
-        else:
-            self._requested[host] = 0.0
-        return host
+            return super().remove(vm, demand)
+        return super().remove(vm, (0.0, *demand[1:]))
 
-    def set_cpu_room(self, host: int, room: float) -> bool:
-        """Sets `host`'s CPU room; returns whether it changed."""
-        row = self.room[host]
-        if row[0] == room:
-            return False
-        row[0] = room
-        self.free_key[host] = self._free_key(host, row)
-        return True
+    def set_cpu_rooms(self, hosts: np.ndarray, rooms: np.ndarray) -> list:
+        """Sets the CPU room of `hosts` (int64[n]) to `rooms` (float64[n]); returns the hosts
+        whose room changed (the policy re-indexes them)."""
+        changed = []
+        for host, room in zip(hosts.tolist(), rooms.tolist()):
+            row = self.room[host]
+            if row[0] != room:
+                row[0] = room
+                self.free_key[host] = self._free_key(host, row)
+                changed.append(host)
+        return changed
+
+    def new_window(self) -> None:
+        """The admission predicted: the VMs placed so far are counted."""
+        self.fresh.clear()
 
     def used(self) -> np.ndarray:
-        return self._requested.copy()
+        return requested(*self.residents(), self.demand, self.num_hosts)
 
 
 class UsageTotals(NamedTuple):
@@ -248,10 +250,9 @@ class Admission:
                                   zeros.copy(), zeros.astype(np.int64))
 
     def residents(self, now_us: int) -> Residents:
-        """The residents at window end `now_us` and their samples in the window."""
-        vm_host = self.pool.vm_host
-        vms = np.fromiter(vm_host.keys(), np.int64, len(vm_host))
-        hosts = np.fromiter(vm_host.values(), np.int64, len(vm_host))
+        """The residents at window end `now_us` (in VM order) and their samples in the
+        window."""
+        vms, hosts = self.pool.residents()
         step = (now_us - self.usage.grid_start_us) // self.usage.step_us - 1
         present, number = self.usage.at_step(vms, step)
         return Residents(int(step), self.pool.num_hosts, vms, hosts, present, number)
@@ -276,10 +277,9 @@ class Admission:
         if self.peaks is None:
             return []
         pool = self.pool
-        pool.fresh.clear()
-        limit = pool.limit[:, 0]
-        return [host for host in np.flatnonzero(occupied).tolist()
-                if pool.set_cpu_room(host, float(limit[host] - predicted[host]))]
+        pool.new_window()
+        hosts = np.flatnonzero(occupied)
+        return pool.set_cpu_rooms(hosts, pool.limit[hosts, 0] - predicted[hosts])
 
     def _record(self, residents: Residents, occupied, total_limit, predicted) -> None:
         oracle = self.scoring.peaks(residents)

@@ -273,3 +273,17 @@ class PoolState:
 
     def occupancy_array(self) -> np.ndarray:
         return np.array(self.occupancy, dtype=np.int64)
+
+    def residents(self):
+        """(vms, hosts) int64[n]: the live VMs in index order and their hosts."""
+        vms = np.fromiter(self.vm_host.keys(), np.int64, len(self.vm_host))
+        hosts = np.fromiter(self.vm_host.values(), np.int64, len(self.vm_host))
+        order = np.argsort(vms)
+        return vms[order], hosts[order]
+
+
+def requested(vms: np.ndarray, hosts: np.ndarray, demand: np.ndarray,
+              num_hosts: int) -> np.ndarray:
+    """The demand of `vms` (in index order) summed per host: float64[H, D]."""
+    return np.column_stack([np.bincount(hosts, demand[vms, d], minlength=num_hosts)
+                            for d in range(demand.shape[1])])

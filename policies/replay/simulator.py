@@ -48,9 +48,9 @@ POLICY_FROM_START = "policy_from_start"
 BEST_FIT_UNTIL_METRICS = "best_fit_until_metrics"
 WARM_STARTS = (POLICY_FROM_START, BEST_FIT_UNTIL_METRICS)
 # Engines: "auto" replays in the compiled engine what it supports (policies/replay/compiled/:
-# Best-Fit, NILAS and LAVA, no LARS, two dimensions, oracle-like or exact-curve lifetimes) and
-# the rest in Python (an admission by predicted peak too); "python" replays everything in
-# Python (the reference the compiled engine is tested against).
+# Best-Fit, NILAS and LAVA, no LARS, two dimensions, oracle-like or exact-curve lifetimes,
+# with or without an admission) and the rest in Python; "python" replays everything in Python
+# (the reference the compiled engine is tested against).
 ENGINES = ("auto", "python")
 
 
@@ -212,15 +212,16 @@ class _Replay:
         if admission is not None and lars is not None:
             raise ValueError("an admission by predicted peak does not run with LARS")
         self.admission = admission
-        pool_class = (AdmittedPool if admission is not None and admission.peaks is not None
-                      else PoolState)
-        self.pool = pool_class(pool_spec, weights, smallest_demand=trace.demand.min(axis=0))
+        smallest = trace.demand.min(axis=0)
+        self.pool = (AdmittedPool(pool_spec, weights, smallest, demand=trace.demand)
+                     if admission is not None and admission.peaks is not None
+                     else PoolState(pool_spec, weights, smallest_demand=smallest))
         # Repredictions only where something reads them: the policy or LARS's order.
         self.cache = (HostExitCache(lifetimes, arrival, refresh_interval_s)
                       if lifetimes.repredicts and (policy.uses_exit_estimates or lars is not None)
                       else None)
         self.metrics = PlacementMetrics(self.pool, inflation_mix, stranding_every)
-        self.compiled = engine == "auto" and admission is None and compiled.supports(
+        self.compiled = engine == "auto" and compiled.supports(
             policy, lifetimes, lars, self.pool, self.cache is not None)
         self._metrics_options = (inflation_mix, stranding_every)
         self.lars = lars
@@ -323,6 +324,9 @@ class _Replay:
                                          exit_times, exit_vms, 0)
         next_pos = self._drain(exit_times, exit_vms, next_pos,
                                min(self.takeover_us - 1, self.end_us))
+        # A window end at the take-over comes first, as every window end at its time.
+        while self.events and self.events[0][:2] == (self.takeover_us, ADMISSION):
+            self._dispatch(heapq.heappop(self.events))
         self._take_over()
         next_pos = self._replay_arrivals(replayed[cut:], arrivals[cut:], exits[cut:],
                                          exit_times, exit_vms, next_pos)
@@ -335,11 +339,18 @@ class _Replay:
     def _run_compiled(self, counts, replayed, arrivals, exits, true_exits, exit_times,
                       exit_vms) -> PlacementResult:
         """`run` after the warm-up in the compiled engine, which stops at every metric
-        sample for the Python metrics to read its state."""
+        sample for the Python metrics to read its state, and before every window end of an
+        admission for it to predict and set the rooms."""
         engine = compiled.CompiledReplay(self, replayed, arrivals, exits, true_exits,
                                          exit_times, exit_vms)
         self.metrics = PlacementMetrics(engine.state, *self._metrics_options)
         cursor = engine.cursor
+        admission = self.admission
+        window_ends = ()
+        if admission is not None:
+            admission.bind(engine.state)
+            window_ends = range(admission.first_event_us(self.start_us), self.end_us + 1,
+                                admission.usage.step_us)
 
         def advance(until_us: int) -> None:
             self.progress.loading_engine = not compiled.loaded()
@@ -348,9 +359,15 @@ class _Replay:
             self.progress.now_us = int(cursor[compiled.NOW])
             self.progress.arrivals = int(cursor[compiled.ARRIVAL])
 
-        for sample_us in range(self.metrics_start_us, self.end_us + 1, self.sample_period_us):
-            advance(sample_us)
-            self.metrics.sample(sample_us, int(cursor[compiled.PLACEMENTS]),
+        samples = range(self.metrics_start_us, self.end_us + 1, self.sample_period_us)
+        for time_us, kind in heapq.merge(((t, ADMISSION) for t in window_ends),
+                                         ((t, SAMPLE) for t in samples)):
+            if kind == ADMISSION:  # before the exits and arrivals at its time
+                advance(time_us - 1)
+                admission.window_end(time_us, time_us >= self.metrics_start_us)
+                continue
+            advance(time_us)
+            self.metrics.sample(time_us, int(cursor[compiled.PLACEMENTS]),
                                 int(cursor[compiled.FAILED]), 0)
         # Past the end only for a take-over after it, which still refreshes the cache.
         advance(max(self.end_us, self.takeover_us))
@@ -362,7 +379,8 @@ class _Replay:
         self.host_of_vm[replayed] = engine.decisions
         counts["warm_start_vms"] = engine.cut
         return PlacementResult(self.policy.name, self.host_of_vm, self.metrics.timeseries(),
-                               self._summary(counts))
+                               self._summary(counts),
+                               None if admission is None else admission.totals)
 
     def _take_over(self) -> None:
         """Binds the policy under test and LARS to the pool as it is at `takeover_us` (the

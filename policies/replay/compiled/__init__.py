@@ -35,6 +35,7 @@ from policies.replay.compiled.slots import (
     BATCHES,
     BEST_FIT,
     BLOCK_COLUMNS,
+    BLOCK_HOST,
     BLOCK_ROWS,
     CURSOR_SIZE,
     DEADLINE,
@@ -59,8 +60,9 @@ from policies.replay.compiled.slots import (
     TIMER,
     VM,
     VM_COLUMNS,
+    WINDOW,
 )
-from policies.replay.pool import PoolState, used_above_room
+from policies.replay.pool import PoolState, requested, used_above_room
 from predictors.lifetime.curves import _NEVER_US, LifetimeCurves, uptime_us_bounds
 
 __all__ = ["ARRIVAL", "BATCHES", "FAILED", "NOW", "PLACEMENTS", "PREDICTIONS", "CompiledReplay",
@@ -115,7 +117,8 @@ class CompiledPool:
     """The engine's state, and the `PoolState` attributes that `PlacementMetrics` reads."""
 
     def __init__(self, pool: PoolState, vm_exit_us: dict, num_rows: int,
-                 arrival_us: np.ndarray, row_of_vm: np.ndarray, cursor: np.ndarray):
+                 arrival_us: np.ndarray, row_of_vm: np.ndarray, cursor: np.ndarray,
+                 demand: Optional[np.ndarray] = None):
         self.spec, self.capacity, self.num_hosts = pool.spec, pool.capacity, pool.num_hosts
         self.limit = pool.limit
         num_hosts = pool.num_hosts
@@ -128,6 +131,11 @@ class CompiledPool:
         num_blocks = num_rows // BLOCK_ROWS + num_hosts + 1  # each host's last is partial
         self.vms = np.zeros((VM_COLUMNS, num_blocks * BLOCK_ROWS), np.int64)
         self.slot_of = np.full(len(arrival_us), -1, np.int64)
+        # With an admission (`demand`, the VMs' float64[V, 2]): the admission's window each
+        # VM was placed in (the warm-up's: the first).
+        self.demand = demand
+        self.placed_window = np.zeros(len(arrival_us) if demand is not None else 1, np.int64)
+        self.cursor = cursor
         self.hosts = _cache_lines((num_hosts, HOST_COLUMNS))
         self.hosts[:, [FIRST_BLOCK, LAST_BLOCK]] = -1
         self.hosts[:, LAST_PRED] = NONE  # not repredicted yet
@@ -148,8 +156,26 @@ class CompiledPool:
         self.vm_host = _LiveVms(self)
 
     def used(self) -> np.ndarray:
-        """Demand placed per host and dimension: float64[H, 2] (as `PoolState.used`)."""
+        """Demand placed per host and dimension: float64[H, 2] (as `PoolState.used`; with an
+        admission, `AdmittedPool.used`)."""
+        if self.demand is not None:
+            return requested(*self.residents(), self.demand, self.num_hosts)
         return self.limit - np.column_stack([self.room0, self.room1])
+
+    def residents(self):
+        """(vms, hosts) int64[n]: the live VMs by index and their hosts (`PoolState`'s)."""
+        vms = np.flatnonzero(self.slot_of >= 0)
+        return vms, self.block_links[self.slot_of[vms] // BLOCK_ROWS, BLOCK_HOST]
+
+    def set_cpu_rooms(self, hosts: np.ndarray, rooms: np.ndarray) -> list:
+        """Sets the CPU room of `hosts` (`AdmittedPool.set_cpu_rooms`); the engine scans
+        every host, so no host needs re-indexing: returns []."""
+        self.room0[hosts] = rooms
+        return []
+
+    def new_window(self) -> None:
+        """The admission predicted: the VMs placed so far are counted (`AdmittedPool`)."""
+        self.cursor[WINDOW] += 1
 
     def occupancy_array(self) -> np.ndarray:
         return self.occupancy.copy()
@@ -186,8 +212,10 @@ class CompiledReplay:
         arrival_all = np.asarray(trace.arrival_us, np.int64)
         num_rows = len(pool.vm_host) + _most_alive(arrivals_us, true_exits_us)
         self.cursor = np.zeros(CURSOR_SIZE, np.int64)
+        admits = replay.admission is not None and replay.admission.peaks is not None
         self.state = state = CompiledPool(pool, {vm: pool.vm_exit_us(vm) for vm in pool.vm_host},
-                                          num_rows, arrival_all, curves[0], self.cursor)
+                                          num_rows, arrival_all, curves[0], self.cursor,
+                                          trace.demand if admits else None)
         cut = int(np.searchsorted(arrivals_us, replay.takeover_us))
         self.cut = cut
         self.params = np.array([
@@ -195,7 +223,8 @@ class CompiledReplay:
                                          > replay.start_us),
             _policy_kind(replay.policy), int(cache is not None),
             cache.interval_us if cache is not None else 0, replay.metrics_start_us,
-            int(getattr(replay.policy, "strict_recycling", False))], dtype=np.int64)
+            int(getattr(replay.policy, "strict_recycling", False)), int(admits)],
+            dtype=np.int64)
         self.weights = np.array(pool.weights, dtype=np.float64)
         self.cursor[LIVE] = state.live
         self.arrivals = tuple(np.asarray(a, np.int64) for a in (
@@ -255,7 +284,8 @@ class CompiledReplay:
         run_until(until_us, self.cursor, self.params, self.weights, *self.arrivals,
                   *self.exit_stream, *self.curve_rows, *self.demand, state.limit_0,
                   state.limit_1, state.room0, state.room1, state.occupancy,
-                  state.host_exit_us, state.vms, state.slot_of, state.hosts,
+                  state.host_exit_us, state.vms, state.slot_of, state.placed_window,
+                  state.hosts,
                   state.block_links, state.free_blocks, self.decisions, *self.cache_arrays,
                   *self.lava_arrays, _BUCKETS_US)
         state.live = int(self.cursor[LIVE])

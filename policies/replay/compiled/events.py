@@ -18,6 +18,7 @@ from policies.replay.compiled.lava import (
 from policies.replay.compiled.nilas import select
 from policies.replay.compiled.rows import add_row, drop_row, host_of_row, position
 from policies.replay.compiled.slots import (
+    ADMITS,
     ARRIVAL,
     ARRIVED,
     BEST_FIT,
@@ -51,6 +52,7 @@ from policies.replay.compiled.slots import (
     TAKEOVER_US,
     TIMERS_N,
     VM,
+    WINDOW,
 )
 from policies.replay.pool import NO_EXIT_US
 
@@ -58,11 +60,12 @@ from policies.replay.pool import NO_EXIT_US
 @numba.njit(cache=True, _nrt=False)
 def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exits,
               true_exits, exit_times, exit_vms, arrival_all, row_of_vm, d0, d1, lim0, lim1,
-              room0, room1, occupancy, host_exit, vms, slot_of, hosts, block_links,
-              free_blocks, decisions, due_list, queue_time, queue_host, heap_time, heap_host,
-              cell_us, end_us, lava_host, recycle_0, recycle_1, vm_classes, timer_time,
-              timer_host, lava_bounds, buckets):
+              room0, room1, occupancy, host_exit, vms, slot_of, placed_window, hosts,
+              block_links, free_blocks, decisions, due_list, queue_time, queue_host,
+              heap_time, heap_host, cell_us, end_us, lava_host, recycle_0, recycle_1,
+              vm_classes, timer_time, timer_host, lava_bounds, buckets):
     w0, w1 = weights[0], weights[1]
+    admits = params[ADMITS] == 1
     n_arrivals, n_exits = replayed.shape[0], exit_times.shape[0]
     never = np.int64(NO_END)
     lava = params[POLICY] == LAVA
@@ -96,7 +99,8 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
                 seq = vms[PLACED_SEQ, slot_of[vm]]
                 host = remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy,
                               host_exit, vms, slot_of, hosts, block_links, free_blocks,
-                              due_list, cell_us, end_us)
+                              due_list, cell_us, end_us,
+                              admits and placed_window[vm] < cursor[WINDOW])
                 if lava_on:
                     lava_removed(seq, host, next_exit, cursor, occupancy, lava_host,
                                  timer_time, timer_host, lava_bounds)
@@ -136,6 +140,8 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         row = place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
                     vms, slot_of, hosts, block_links, free_blocks, arrival_all,
                     row_of_vm)
+        if admits:
+            placed_window[vm] = cursor[WINDOW]
         touch(host, cursor, hosts, due_list)
         if policy == LAVA:
             lava_placed(row, vm_class, host, now, cursor, room0, room1, occupancy, lava_host,
@@ -144,7 +150,8 @@ def run_until(until_us, cursor, params, weights, replayed, arrivals, arrival_exi
         if true_exits[i] == now:
             seq = vms[PLACED_SEQ, row]
             remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms,
-                   slot_of, hosts, block_links, free_blocks, due_list, cell_us, end_us)
+                   slot_of, hosts, block_links, free_blocks, due_list, cell_us, end_us,
+                   False)
             if policy == LAVA:
                 lava_removed(seq, host, now, cursor, occupancy, lava_host, timer_time,
                              timer_host, lava_bounds)
@@ -179,8 +186,9 @@ def place(vm, host, exit_us, cursor, d0, d1, room0, room1, occupancy, host_exit,
 
 @numba.njit(cache=True, inline="always", _nrt=False)
 def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, vms, slot_of,
-           hosts, block_links, free_blocks, due_list, cell_us, end_us):
-    """`PoolState.remove` and the cache's touch; returns the VM's host."""
+           hosts, block_links, free_blocks, due_list, cell_us, end_us, reserved):
+    """`PoolState.remove` (`AdmittedPool.remove`: a `reserved` VM, counted by the admission's
+    last prediction, gives no CPU back) and the cache's touch; returns the VM's host."""
     row = slot_of[vm]
     host = host_of_row(row, block_links)
     count = occupancy[host]
@@ -200,7 +208,8 @@ def remove(vm, cursor, d0, d1, lim0, lim1, room0, room1, occupancy, host_exit, v
         host_exit[host] = NO_EXIT_US
         hosts[host, STALE] = 1
     else:
-        room0[host] += d0[vm]
+        if not reserved:
+            room0[host] += d0[vm]
         room1[host] += d1[vm]
         if gone_exit == host_exit[host]:
             host_exit[host] = latest_exit(host, count, vms, hosts, block_links, last_pred,

@@ -37,10 +37,11 @@ BLOCK_COLUMNS = 7
 NO_END = 1 << 62  # after every time (µs)
 # Cursor slots: the engine's scalar state between calls (arrivals handled, positions, hosts
 # touched since the last refresh, counts, the last arrival's time, LAVA's placement number
-# and timer count, free blocks of `vms`).
+# and timer count, free blocks of `vms`, the admission's window: a VM placed in an earlier
+# window than this one is counted by the prediction, its CPU share reserved when it leaves).
 (ARRIVAL, EXIT_POS, N_TOUCHED, Q_HEAD, Q_TAIL, HEAP_N, PLACEMENTS, FAILED, PREDICTIONS,
- BATCHES, LIVE, TAKEN_OVER, NOW, SEQ, TIMERS_N, FREE_N) = range(16)
-CURSOR_SIZE = 16
-# Parameter slots.
+ BATCHES, LIVE, TAKEN_OVER, NOW, SEQ, TIMERS_N, FREE_N, WINDOW) = range(17)
+CURSOR_SIZE = 17
+# Parameter slots (ADMITS: an admission by predicted peak sets the CPU rooms).
 (TAKEOVER_US, CUT, TAKEOVER_REFRESH, POLICY, REPREDICT, INTERVAL_US, METRICS_US,
- STRICT) = range(8)
+ STRICT, ADMITS) = range(9)
