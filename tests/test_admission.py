@@ -9,6 +9,7 @@ from fleetcast_testing.reference.placement_simulator import simulate_reference
 from policies.best_fit import BestFit
 from policies.lava import Lava
 from policies.nilas import Nilas
+from policies.replay import admission as admission_module
 from policies.replay import compiled
 from policies.replay.admission import (
     Admission,
@@ -153,6 +154,17 @@ def test_host_peaks_equal_the_teller_on_a_machine_of_the_residents(name, seed):
                 continue
             expected = predictor.predict(machine_of(usage, present, step))[-1]
             assert got[host] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_task_shares_computed_in_chunks_of_vms_equal_one_machine(monkeypatch):
+    trace, _ = random_pool(2, num_vms=120)
+    usage = random_usage(trace, 2, int(trace.arrival_us.max()))
+    predictor = RcLikePredictor(90, 6, 2)
+    whole = TaskSharePeaks(predictor, usage).share
+    monkeypatch.setattr(admission_module, "_SHARE_CHUNK_SAMPLES", 500)
+    chunked = TaskSharePeaks(predictor, usage).share
+    assert usage.offsets[-1] > 10 * 500
+    np.testing.assert_array_equal(chunked, whole)
 
 
 @pytest.mark.parametrize("percentile, cap_to_limit", [(100, False), (100, True), (90, True)])

@@ -90,7 +90,8 @@ STAGES.register("placement", Stage(
         has_usage=_has_usage(config)),
     tables=tuple(schemas.PLACEMENT_TABLES),
     summary=lambda message: (f"placement: {len(message.policy) + len(message.policy_plugin)} "
-                             "policies"),
+                             "policies" + (f", {len(message.admission)} admissions"
+                                           if message.admission else "")),
     report="pipelines.report.placement",
     warn=lambda message: importlib.import_module(
         "pipelines.stages.placement.known_bad").warnings(message)))

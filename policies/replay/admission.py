@@ -62,14 +62,25 @@ class HostPeaks:
         raise NotImplementedError
 
 
+# VMs' samples per machine of TaskSharePeaks (bounds its memory on a large pool).
+_SHARE_CHUNK_SAMPLES = 2_000_000
+
+
 class TaskSharePeaks(HostPeaks):
     """A predictor whose peak is a sum of per-task shares (`sample_peaks`: borg-default,
-    RC-like, per-task max and mean): each sample's share is computed once for the pool."""
+    RC-like, per-task max and mean): each sample's share is computed once for the pool, on
+    machines of consecutive VMs of about _SHARE_CHUNK_SAMPLES samples (VMs are
+    independent)."""
 
     def __init__(self, predictor, usage: VmUsage):
-        samples, number = usage.machine_samples()
-        self.share = np.empty(len(number))
-        self.share[number] = predictor.sample_peaks(samples)
+        self.share = np.zeros(usage.offsets[-1])
+        bounds = np.searchsorted(usage.offsets, np.arange(
+            _SHARE_CHUNK_SAMPLES, usage.offsets[-1], _SHARE_CHUNK_SAMPLES))
+        edges = np.unique(np.concatenate([[0], bounds, [usage.num_vms]]))
+        for first_vm, stop_vm in zip(edges[:-1].tolist(), edges[1:].tolist()):
+            machine = usage.machine_samples(first_vm, stop_vm)
+            if machine is not None:
+                self.share[machine[1]] = predictor.sample_peaks(machine[0])
 
     def peaks(self, residents: Residents) -> np.ndarray:
         return residents.per_host(self.share)

@@ -110,17 +110,24 @@ class VmUsage:
         present = (first >= 0) & (position >= 0) & (position < self.num_samples[vms])
         return present, self.offsets[vms] + position
 
-    def machine_samples(self):
-        """(MachineSamples, number int64[S]): every VM as a task of one machine (task = VM
-        index), a step per grid step with a sample, so that each VM's run is its contiguous
-        samples as on any host; `number[i]` is the sample here of the machine's sample i."""
-        counts = self.num_samples
-        vm = np.repeat(np.arange(self.num_vms), counts)
-        step = (np.arange(self.offsets[-1]) - np.repeat(self.offsets[:-1], counts)
-                + np.repeat(self.first_step, counts))
+    def machine_samples(self, first_vm: int = 0, stop_vm: int = None):
+        """(MachineSamples, number int64[S']): VMs first_vm .. stop_vm - 1 (default all) as
+        the tasks of one machine (task = VM index), a step per grid step with a sample, so
+        that each VM's run is its contiguous samples as on any host; `number[i]` is the
+        sample here of the machine's sample i. None for VMs without samples."""
+        stop_vm = self.num_vms if stop_vm is None else stop_vm
+        counts = self.num_samples[first_vm:stop_vm]
+        start = self.offsets[first_vm]
+        if not counts.sum():
+            return None
+        vm = np.repeat(np.arange(first_vm, stop_vm), counts)
+        step = (np.arange(start, self.offsets[stop_vm])
+                - np.repeat(self.offsets[first_vm:stop_vm], counts)
+                + np.repeat(self.first_step[first_vm:stop_vm], counts))
         steps, dense = np.unique(step, return_inverse=True)
-        number = np.lexsort((vm, dense))
+        order = np.lexsort((vm, dense))
+        number = start + order
         samples = MachineSamples(times=self.grid_start_us + steps * self.step_us,
-                                 step=dense.astype(np.int64)[number], task=vm[number],
+                                 step=dense.astype(np.int64)[order], task=vm[order],
                                  usage=self.usage[number], limit=self.limit[number])
         return samples, number
