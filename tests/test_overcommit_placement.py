@@ -222,3 +222,13 @@ def test_the_report_draws_the_frontier_and_names_it_in_the_findings(run, run_and
     best_fit_by_requests = points[(points["admission"] == "requests")
                                   & (points["policy"] == "best_fit")]
     assert best_fit_by_requests["gain_pp"].tolist() == [0.0]
+
+
+def test_samples_go_to_their_instances_pool_and_orphans_are_dropped():
+    samples = pa.table({"instance_id": ["a1", "b1", "zz", "a1"], "start_time": [0, 0, 0, 300],
+                        "usage": [1.0, 2.0, 3.0, 4.0], "limit": [9.0] * 4},
+                       schema=stage_admission.SAMPLES)
+    pools = pa.table({"instance_id": ["a1", "a1", "b1"], "pool": ["a", "a", "b"]})
+    got = {pool: table.column("usage").to_pylist() for pool, table in
+           stage_admission.samples_by_pool((0, {"samples": [samples], "pools": [pools]}))}
+    assert got == {"a": [1.0, 4.0], "b": [2.0]}

@@ -123,17 +123,25 @@ def instance_pools(instances: pa.Table, num_shards: int = NUM_SHARDS):
 
 
 def samples_by_pool(element, spill_to: Optional[spill.SpillTo] = None):
-    """(shard, {samples, pools}) → (pool, SAMPLES table) pairs."""
+    """(shard, {samples, pools}) → (pool, SAMPLES table) pairs: each sample goes to its
+    instance's pool (an instance id in two pools: the last row's); samples of an instance
+    without rows are dropped (the overcommit stage counts them)."""
     _, grouped = element
     samples = sharding.concat(grouped["samples"], SAMPLES)
     if not samples.num_rows:
         return
     pools = sharding.concat(grouped["pools"], pa.schema([("instance_id", pa.string()),
                                                          ("pool", pa.string())]))
-    pools = pools.group_by(["instance_id", "pool"]).aggregate([])
-    joined = samples.join(pools, "instance_id", join_type="inner")
-    for pool, rows in sharding.split_by_key(joined, "pool"):
-        yield pool, spill.spilled(rows.select(SAMPLES.names), spill_to)
+    ids = pa.chunked_array([*pools.column("instance_id").chunks,
+                            *samples.column("instance_id").chunks], pa.string())
+    codes, _ = sharding.dictionary_codes(ids)
+    pool_code, pool_names = sharding.dictionary_codes(pools.column("pool"))
+    pool_of_id = np.full(int(codes.max()) + 1, -1, np.int64)
+    pool_of_id[codes[:pools.num_rows]] = pool_code
+    sample_pool = pool_of_id[codes[pools.num_rows:]]
+    kept = sample_pool >= 0
+    for code, rows in sharding.split_table(samples.filter(pa.array(kept)), sample_pool[kept]):
+        yield pool_names[code].as_py(), spill.spilled(rows, spill_to)
 
 
 def pool_usage(samples: pa.Table, instance_id, start_us: np.ndarray, end_us: np.ndarray,
