@@ -216,6 +216,18 @@ def random_pool(seed, num_vms=300, num_hosts=8, zero_lifetime_fraction=0.0):
     return trace, PoolSpec(capacity)
 
 
+def assert_same_replays(python, fast):
+    """Two PlacementResults (the Python and the compiled engine's) are identical: decisions,
+    every timeseries column and every summary field."""
+    np.testing.assert_array_equal(python.host_of_vm, fast.host_of_vm)
+    assert python.timeseries.keys() == fast.timeseries.keys()
+    for name, values in python.timeseries.items():
+        np.testing.assert_array_equal(values, fast.timeseries[name], err_msg=name)
+    assert python.summary.keys() == fast.summary.keys()
+    for name, value in python.summary.items():
+        np.testing.assert_equal(fast.summary[name], value, err_msg=name)
+
+
 def check_replay(trace, pool, host_of_vm, start_us, end_us, fails_only_if_nothing_fits=True):
     """Replays the decisions: no host over capacity; a VM failed only if no host fit it
     (class First-Fit keeps classes apart, so it may fail VMs that fit another class)."""

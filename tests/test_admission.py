@@ -40,8 +40,8 @@ from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
 from predictors.peak.rc_like import RcLikePredictor
 from predictors.peak.task_avg import AvgPredictor
 from predictors.peak.task_max import MaxPredictor
+from tests.helpers import assert_same_replays as assert_same
 from tests.helpers import random_pool
-from tests.test_placement_compiled import assert_same
 
 S = 1_000_000
 STEP_US = 300 * S

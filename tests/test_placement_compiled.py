@@ -36,6 +36,7 @@ from policies.replay.simulator import (
     simulate,
 )
 from predictors.lifetime.curves import LifetimeCurves
+from tests.helpers import assert_same_replays as assert_same
 from tests.helpers import random_pool
 
 S = 1_000_000
@@ -52,16 +53,6 @@ def both_engines(trace, pool, make_policy, lifetimes, **options):
     """(python result, compiled result) of one replay."""
     return tuple(simulate(trace, pool, make_policy(), lifetimes, engine=engine, **options)
                  for engine in ("python", "auto"))
-
-
-def assert_same(python, fast):
-    np.testing.assert_array_equal(python.host_of_vm, fast.host_of_vm)
-    assert python.timeseries.keys() == fast.timeseries.keys()
-    for name, values in python.timeseries.items():
-        np.testing.assert_array_equal(values, fast.timeseries[name], err_msg=name)
-    assert python.summary.keys() == fast.summary.keys()
-    for name, value in python.summary.items():
-        np.testing.assert_equal(fast.summary[name], value, err_msg=name)
 
 
 def lava_strict():
