@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from configs.units import US_PER_S
 from pipelines.io import sharding, spill
 from pipelines.stages.overcommit.steps import floor_to_grid, metric_values
+from pipelines.stages.overcommit.tellers import TellerFactory
 from policies.replay.admission import (
     Admission,
     CombinedPeaks,
@@ -173,38 +174,37 @@ def pool_usage(samples: pa.Table, instance_id, start_us: np.ndarray, end_us: np.
 
 # --- The admission of a replay ----------------------------------------------------------------
 
-class _Context:
-    """The peak-predictor registry's build context (predictors/peak/registry.py)."""
-
-    def __init__(self, step_s: float):
-        self.step_s = step_s
-
-    def predictor(self, config):
-        return build_predictor(config, self)
-
-
-def host_peaks(teller, usage: VmUsage, step_s: float, admits: bool) -> HostPeaks:
+def host_peaks(teller, usage: VmUsage, step_s: float, admits: bool,
+               cache: Optional[dict] = None) -> HostPeaks:
     """The HostPeaks of a FortuneTeller message on a pool's `usage`; an oracle that `admits`
     reads the windows left up to the data's end (`OraclePeaks.partial`), the scoring oracle
-    does not."""
+    does not. A predictor's HostPeaks are kept in `cache` by configuration, so that a
+    predictor inside a max_of / avg_of shares the per-pool work of the same one alone."""
     if teller.WhichOneof("teller") == "oracle":
         oracle = teller.oracle
         return OraclePeaks(usage, int(oracle.horizon_s // step_s), oracle.percentile,
                            oracle.cap_to_limit, partial=admits)
-    return _predictor_peaks(teller.predictor, usage, step_s)
+    return _predictor_peaks(teller.predictor, usage, TellerFactory(step_s),
+                            {} if cache is None else cache)
 
 
-def _predictor_peaks(config, usage: VmUsage, step_s: float) -> HostPeaks:
+def _predictor_peaks(config, usage: VmUsage, factory: TellerFactory, cache: dict) -> HostPeaks:
+    key = config.SerializeToString(deterministic=True)
+    if key in cache:
+        return cache[key]
     which = config.WhichOneof("predictor")
     if which in COMBINED_KINDS:
-        return CombinedPeaks(COMBINED_KINDS[which], [
-            _predictor_peaks(inner, usage, step_s) for inner in getattr(config, which).predictors])
-    predictor = build_predictor(config, _Context(step_s))
-    if which in SHARED_KINDS:
-        return TaskSharePeaks(predictor, usage)
-    if which in WINDOW_KINDS:
-        return HistoryPeaks(predictor, usage)
-    raise ValueError(f"a {which} predictor cannot admit ({_unsupported(config)})")
+        peaks = CombinedPeaks(COMBINED_KINDS[which], [
+            _predictor_peaks(inner, usage, factory, cache)
+            for inner in getattr(config, which).predictors])
+    elif which in SHARED_KINDS:
+        peaks = TaskSharePeaks(build_predictor(config, factory), usage)
+    elif which in WINDOW_KINDS:
+        peaks = HistoryPeaks(build_predictor(config, factory), usage)
+    else:
+        raise ValueError(f"a {which} predictor cannot admit ({_unsupported(config)})")
+    cache[key] = peaks
+    return peaks
 
 
 def scoring_teller(overcommit):
@@ -225,7 +225,8 @@ def make_admission(name: Optional[str], usage: Optional[VmUsage], request_cpu: n
     def peaks_of(teller, admits: bool):
         key = (teller.name, admits)
         if key not in cache:
-            cache[key] = host_peaks(teller, usage, step_s, admits)
+            cache[key] = host_peaks(teller, usage, step_s, admits,
+                                    cache.setdefault("predictors", {}))
         return cache[key]
 
     scoring = peaks_of(scoring_teller(overcommit), False)
