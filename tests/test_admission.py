@@ -54,6 +54,7 @@ PREDICTORS = {
     "task_max": (MaxPredictor(3), TaskSharePeaks),
     "task_avg": (AvgPredictor(2, cap_to_limit=True), TaskSharePeaks),
     "n_sigma": (NSigmaPredictor(3, 5, 3), HistoryPeaks),
+    "n_sigma_capped": (NSigmaPredictor(3, 5, 3, cap_to_limit=True), HistoryPeaks),
     "per_machine_percentile": (PerMachinePercentilePredictor(95, 4, 6), HistoryPeaks),
 }
 

@@ -4,21 +4,21 @@ and the frontier config."""
 import pathlib
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from configs import fleetcast_pb2
 from pipelines import config as run_config
+from pipelines.io import spill
 from pipelines.report import admission as report_admission
 from pipelines.report import write_report
 from pipelines.stages.placement import admission as stage_admission
-from pipelines.stages.placement import pools
 from policies.best_fit import BestFit
 from policies.nilas import Nilas
 from policies.replay.lifetime_source import OracleLifetimes
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import PlacementTrace, simulate
-from tests.helpers import run_on_loaded_tables
+from policies.replay.usage import VmUsage
+from tests.helpers import assert_tables_equal, run_on_loaded_tables
 
 S = 1_000_000
 STEP = 300 * S
@@ -81,6 +81,22 @@ def run(run_and_output):
     return run_and_output[0]
 
 
+def test_the_usage_spilled_to_files_gives_the_same_tables(run, tmp_path, monkeypatch):
+    spilled = []
+    close = spill.ArrayWriter.close
+    monkeypatch.setattr(spill, "MIN_SPILL_BYTES", 0)  # every table and array, however small
+    monkeypatch.setattr(spill.ArrayWriter, "close",
+                        lambda self: spilled.append(close(self)) or spilled[-1])
+    instances, usage = rows()
+    got, _ = run_on_loaded_tables(
+        tmp_path, {"instances": instances, "machines": MACHINES, "usage": usage},
+        OVERCOMMIT.replace('  fortune_teller { name: "arima" predictor { arima { } } }\n', "")
+        + "\n" + PLACEMENT, "overcommit_placement_test")
+    assert any(isinstance(value, spill.SpilledArray) for value in spilled)
+    assert_tables_equal(got, run, ("placement_summary", "placement_hosts",
+                                   "placement_timeseries"))
+
+
 def direct_replay(policy, admission_name):
     """The replay the stage should run, built here from the rows."""
     instances, usage = rows()
@@ -89,13 +105,13 @@ def direct_replay(policy, admission_name):
     end = np.array([r["end_time"] for r in instances], dtype=np.float64)
     demand = np.array([[r["cpu_request"], r["memory_request"]] for r in instances])
     trace = PlacementTrace.from_arrays(start, end, demand, end_us=int(end.max()))
-    samples = pa.table({"instance_id": [u["instance_id"] for u in usage],
-                        "start_time": [u["start_time"] for u in usage],
-                        "usage": [u["avg_cpu"] for u in usage],
-                        "limit": [u["cpu_limit"] for u in usage]},
-                       schema=stage_admission.SAMPLES)
-    vm_usage = stage_admission.pool_usage(samples, [r["instance_id"] for r in instances],
-                                          start, end, 300)
+    # Every window lies within its VM's one run.
+    vm_of = {r["instance_id"]: vm for vm, r in enumerate(instances)}
+    step_us = 300 * S
+    vm_usage = VmUsage.from_samples([vm_of[u["instance_id"]] for u in usage],
+                                    [u["start_time"] // step_us * step_us for u in usage],
+                                    [u["avg_cpu"] for u in usage],
+                                    [u["cpu_limit"] for u in usage], len(instances), step_us)
     overcommit = run_config.parse_config(OVERCOMMIT).overcommit
     admission = stage_admission.make_admission(admission_name, vm_usage, demand[:, 0],
                                                overcommit)
@@ -193,19 +209,6 @@ def test_the_frontier_config_is_valid_and_sweeps_what_it_says():
         "BEST_FIT", "NILAS", "LAVA"]
 
 
-def test_a_pool_usage_goes_to_the_run_that_holds_each_window():
-    samples = pa.table({"instance_id": ["x", "x", "x", "y", "z"],
-                        "start_time": [0, 400 * S, 1000 * S, 100 * S, 0],
-                        "usage": [1.0, 2.0, 3.0, 4.0, 5.0], "limit": [9.0] * 5},
-                       schema=stage_admission.SAMPLES)
-    # x ran twice: [0, 600 s) and [900 s, censored); y from 0 to 50 s only.
-    usage = stage_admission.pool_usage(samples, ["x", "y", "x"], np.array([0, 0, 900 * S]),
-                                       np.array([600 * S, 50 * S, np.nan]), 300)
-    assert usage.first_step.tolist() == [0, -1, 3]
-    assert usage.usage.tolist() == [1.0, 2.0, 3.0]
-    assert pools.PoolInput.__dataclass_fields__["usage"].default is None
-
-
 def test_the_frontier_keeps_the_points_no_other_beats_on_both():
     violation = np.array([0.0, 0.0, 5.0, 5.0, 10.0, 2.0])
     gain = np.array([1.0, 3.0, 3.0, 6.0, 6.0, 3.0])
@@ -222,13 +225,3 @@ def test_the_report_draws_the_frontier_and_names_it_in_the_findings(run, run_and
     best_fit_by_requests = points[(points["admission"] == "requests")
                                   & (points["policy"] == "best_fit")]
     assert best_fit_by_requests["gain_pp"].tolist() == [0.0]
-
-
-def test_samples_go_to_their_instances_pool_and_orphans_are_dropped():
-    samples = pa.table({"instance_id": ["a1", "b1", "zz", "a1"], "start_time": [0, 0, 0, 300],
-                        "usage": [1.0, 2.0, 3.0, 4.0], "limit": [9.0] * 4},
-                       schema=stage_admission.SAMPLES)
-    pools = pa.table({"instance_id": ["a1", "a1", "b1"], "pool": ["a", "a", "b"]})
-    got = {pool: table.column("usage").to_pylist() for pool, table in
-           stage_admission.samples_by_pool((0, {"samples": [samples], "pools": [pools]}))}
-    assert got == {"a": [1.0, 4.0], "b": [2.0]}

@@ -12,7 +12,7 @@ attempt that succeeded is grouped). Outside a run (no staging area) tables trave
 """
 
 import uuid
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -106,6 +106,72 @@ def split_spilled(table: pa.Table, shards: np.ndarray, to: Optional[SpillTo]):
         return
     yield from zip((shard for shard, _ in pieces),
                    write((rows for _, rows in pieces), to.directory))
+
+
+class SpilledArray(NamedTuple):
+    """A one-dimensional array of `length` items of `dtype` in the `.npy` file `path`."""
+
+    path: str
+    dtype: str
+    length: int
+
+
+class ArrayWriter:
+    """Writes a one-dimensional array of `length` items of `dtype` chunk by chunk (`write`, in
+    order): into a new `.npy` file in `to.directory`, or, outside a run (`to` None) or below
+    `to.min_bytes`, into memory. `close()` gives the SpilledArray or the array itself, so an
+    array larger than memory never has to be whole in it."""
+
+    def __init__(self, length: int, dtype, to: Optional[SpillTo]):
+        self._dtype = np.dtype(dtype)
+        self._length = int(length)
+        self._written = 0
+        self._path = self._handle = self._array = None
+        if to is not None and self._length * self._dtype.itemsize >= to.min_bytes:
+            self._path = FileSystems.join(to.directory, f"{uuid.uuid4().hex}.npy")
+            self._handle = FileSystems.create(
+                self._path, compression_type=CompressionTypes.UNCOMPRESSED)
+            np.lib.format.write_array_header_2_0(self._handle, {
+                "descr": np.lib.format.dtype_to_descr(self._dtype), "fortran_order": False,
+                "shape": (self._length,)})
+        else:
+            self._array = np.empty(self._length, self._dtype)
+
+    def write(self, chunk: np.ndarray) -> None:
+        chunk = np.ascontiguousarray(chunk, dtype=self._dtype)
+        if self._written + len(chunk) > self._length:
+            raise ValueError(f"{self._written + len(chunk)} items written to an array of "
+                             f"{self._length}")
+        if self._handle is not None:
+            self._handle.write(chunk.tobytes())
+        else:
+            self._array[self._written:self._written + len(chunk)] = chunk
+        self._written += len(chunk)
+
+    def close(self) -> Union[np.ndarray, SpilledArray]:
+        if self._written != self._length:
+            raise ValueError(f"{self._written} items written to an array of {self._length}")
+        if self._handle is None:
+            return self._array
+        self._handle.close()
+        return SpilledArray(self._path, self._dtype.str, self._length)
+
+
+def load_array(value) -> np.ndarray:
+    """The array a SpilledArray stands for (memory-mapped, read-only, when local), anything
+    else as it is."""
+    if not isinstance(value, SpilledArray):
+        return value
+    if _local(value.path):
+        array = np.load(value.path.removeprefix("file://"), mmap_mode="r")
+    else:
+        with FileSystems.open(value.path,
+                              compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            array = np.lib.format.read_array(handle)
+    if array.dtype != np.dtype(value.dtype) or len(array) != value.length:
+        raise ValueError(f"{value.path}: {array.dtype}[{len(array)}], not the "
+                         f"{value.dtype}[{value.length}] written")
+    return np.asarray(array)
 
 
 def load(value):

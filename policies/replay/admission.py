@@ -95,8 +95,6 @@ class HistoryPeaks(HostPeaks):
     def __init__(self, predictor, usage: VmUsage):
         self.predictor = predictor
         self.usage = usage
-        self._usage = (np.minimum(usage.usage, usage.limit) if predictor.cap_to_limit
-                       else usage.usage)
 
     def peaks(self, residents: Residents) -> np.ndarray:
         out = np.zeros(residents.num_hosts)
@@ -109,7 +107,7 @@ class HistoryPeaks(HostPeaks):
         position = residents.step - usage.first_step[vms] + 1
         window = predictor.num_history_samples
         usage_sums, limit_sums, length, warm_limit, cold_limit = warm_ratio_sums(
-            block, number, position, self._usage, usage.limit, window,
+            block, number, position, usage.usage, usage.limit, predictor.cap_to_limit, window,
             predictor.min_warm_samples, len(host_ids))
         ratio = np.full((len(host_ids), window), np.nan)
         valid = np.arange(window)[None, :] < length[:, None]

@@ -24,14 +24,16 @@ def future_sums(block, number, remaining, usage, cap, width, num_blocks):
 
 
 @numba.njit(cache=True)
-def warm_ratio_sums(block, number, position, usage, limit, window, min_warm, num_blocks):
+def warm_ratio_sums(block, number, position, usage, limit, cap_to_limit, window, min_warm,
+                    num_blocks):
     """The sums of the warm residents' ratio history per block ([Bashir21] N-sigma, per-machine
     percentile; predictors/peak/machine_samples.WarmRatioHistory): (usage float64[B, window],
     limit float64[B, window], length int64[B], warm_limit float64[B], cold_limit float64[B]).
 
     A resident is warm when its run (`position` samples up to the window) has at least
     `min_warm` samples; column j sums the warm residents' samples j windows back whose run
-    reaches that far; length is the longest warm run, at most `window`."""
+    reaches that far (each usage capped at its limit with `cap_to_limit`); length is the
+    longest warm run, at most `window`."""
     usage_sums = np.zeros((num_blocks, window))
     limit_sums = np.zeros((num_blocks, window))
     length = np.zeros(num_blocks, np.int64)
@@ -47,6 +49,7 @@ def warm_ratio_sums(block, number, position, usage, limit, window, min_warm, num
         if reach > length[row]:
             length[row] = reach
         for back in range(reach):
-            usage_sums[row, back] += usage[at - back]
-            limit_sums[row, back] += limit[at - back]
+            value, bound = usage[at - back], limit[at - back]
+            usage_sums[row, back] += value if not cap_to_limit or value < bound else bound
+            limit_sums[row, back] += bound
     return usage_sums, limit_sums, length, warm_limit, cold_limit

@@ -3,7 +3,7 @@
 
     instances ─ KeyByPool ─┐
     machines ── KeyByPool ─┤
-    [usage ── admission.py: samples by pool ─┘  with placement.admission]
+    [usage ── usage.py: runs by pool ───────┘  with placement.admission]
                            └─ CoGroupByKey ─ PreparePools ─ pools, dead letters
     pools ─ FanOut (one element per replay) ─ GroupByKey ─ Replay
                                     [side inputs: pools by name, lifetime_models]
@@ -23,14 +23,13 @@ that cannot be replayed are dead letters (source "placement", pools.py says why)
 outside the replay window are counted as not replayed. The trained models come from the
 lifetime stage's `lifetime_models` table, a side input, so every replay waits for training.
 Modules: pools.py (pools, dead letters), replays.py (a replay), admission.py (admission by
-predicted peak and its usage samples), validation.py (the checks).
+predicted peak), usage.py (its usage samples per pool), validation.py (the checks).
 """
 
 import apache_beam as beam
 
 from pipelines.io import publish, spill
 from pipelines.io.dead_letters import DEAD_LETTERS, EXCLUSIONS, SplitByTag
-from pipelines.stages.placement.admission import instance_pools, samples_by_pool, usage_samples
 from pipelines.stages.placement.pools import POOLS, prepare_pool, split_by_pool
 from pipelines.stages.placement.replays import (
     HOSTS,
@@ -43,6 +42,7 @@ from pipelines.stages.placement.replays import (
     replay_specs,
     with_baseline_differences,
 )
+from pipelines.stages.placement.usage import instance_runs, runs_by_pool, usage_samples
 from pipelines.stages.placement.validation import validate_config
 
 __all__ = ["PlacementStage", "validate_config"]
@@ -94,8 +94,8 @@ class PlacementStage(beam.PTransform):
                    for name in ("instances", "machines")}
         step_s = None
         if config.admission:
-            by_pool["samples"] = self._samples_by_pool(tables, spill_to)
             step_s = self._overcommit.metric.step_s
+            by_pool["samples"] = self._runs_by_pool(tables, step_s, spill_to)
         prepared = (by_pool
                     | "GroupPools" >> beam.CoGroupByKey()
                     | "PreparePools" >> beam.FlatMap(prepare_pool, config, uses_model, spill_to,
@@ -119,12 +119,12 @@ class PlacementStage(beam.PTransform):
         return {TIMESERIES: replays[TIMESERIES], SUMMARY: summary, HOSTS: replays[HOSTS],
                 DEAD_LETTERS: prepared[DEAD_LETTERS], EXCLUSIONS: prepared[EXCLUSIONS]}
 
-    def _samples_by_pool(self, tables, spill_to):
-        """(pool, samples) of the usage windows, for an admission (admission.py)."""
+    def _runs_by_pool(self, tables, step_s, spill_to):
+        """(pool, UsagePiece) of the usage windows, for an admission (usage.py)."""
         metric = self._overcommit.metric
-        return ({"samples": tables["usage"] | "UsageSamples" >> beam.FlatMap(usage_samples,
-                                                                            metric),
-                 "pools": tables["instances"] | "InstancePools" >> beam.FlatMap(
-                     instance_pools)}
+        return ({"samples": tables["usage"] | "UsageSamples" >> beam.FlatMap(
+                    usage_samples, metric, spill_to),
+                 "runs": tables["instances"] | "InstanceRuns" >> beam.FlatMap(
+                     instance_runs, spill_to)}
                 | "GroupSamples" >> beam.CoGroupByKey()
-                | "SamplesByPool" >> beam.FlatMap(samples_by_pool, spill_to))
+                | "RunsByPool" >> beam.FlatMap(runs_by_pool, step_s, spill_to))

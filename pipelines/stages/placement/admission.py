@@ -1,23 +1,11 @@
 """The placement stage's admission by predicted peak: the configured admissions, their
-checks, the pools' usage samples (the overcommit stage's metric on its grid) and the
-`Admission` of a replay (policies/replay/admission.py).
-
-    usage ── UsageSamples ── (shard of instance, samples) ─┐
-    instances ── InstancePools ── (shard, instance, pool) ─┴─ CoGroupByKey ─ (pool, samples)
-
-A pool's samples then meet its instances in the stage's GroupPools; each sample goes to the
-run of its instance whose [start, end) holds the window's start.
-"""
+checks and the `Admission` of a replay (policies/replay/admission.py); the pools' usage
+samples are usage.py's."""
 
 from typing import Optional
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from configs.units import US_PER_S
-from pipelines.io import sharding, spill
-from pipelines.stages.overcommit.steps import floor_to_grid, metric_values
 from pipelines.stages.overcommit.tellers import TellerFactory
 from policies.replay.admission import (
     Admission,
@@ -31,9 +19,6 @@ from policies.replay.usage import VmUsage
 from predictors.peak.registry import build_predictor
 
 REQUESTS = "requests"
-NUM_SHARDS = 16
-SAMPLES = pa.schema([("instance_id", pa.string()), ("start_time", pa.int64()),
-                     ("usage", pa.float64()), ("limit", pa.float64())])
 # The predictors an admission can use: a sum of per-task shares, or a bounded history.
 SHARED_KINDS = ("borg_default", "rc_like", "task_max", "task_avg")
 WINDOW_KINDS = ("n_sigma", "per_machine_percentile")
@@ -96,80 +81,6 @@ def _unsupported(predictor) -> Optional[str]:
         return None
     return (f"a {which} predictor cannot admit (its peak depends on all of a machine's "
             f"history); use {', '.join(SHARED_KINDS + WINDOW_KINDS)} or their max_of / avg_of")
-
-
-# --- Samples per pool -------------------------------------------------------------------------
-
-def usage_samples(usage: pa.Table, metric, num_shards: int = NUM_SHARDS):
-    """(shard of instance, SAMPLES table) pairs of a usage table: the overcommit metric of
-    each window with a value and a limit (the overcommit stage counts the others)."""
-    values, has_value, limit, has_limit = metric_values(usage, metric)
-    keep = has_value & has_limit
-    if not keep.any():
-        return
-    samples = pa.table({
-        "instance_id": usage.column("instance_id").filter(pa.array(keep)),
-        "start_time": pa.array(usage.column("start_time").to_numpy(zero_copy_only=False)[keep],
-                               pa.int64()),
-        "usage": pa.array(values[keep], pa.float64()),
-        "limit": pa.array(limit[keep], pa.float64())}, schema=SAMPLES)
-    yield from sharding.split_by_key(samples, "instance_id", num_shards)
-
-
-def instance_pools(instances: pa.Table, num_shards: int = NUM_SHARDS):
-    """(shard of instance, (instance_id, pool) table) pairs of an instances table."""
-    pairs = pa.table({"instance_id": instances.column("instance_id"),
-                      "pool": pc.fill_null(instances.column("pool"), "")})
-    yield from sharding.split_by_key(pairs, "instance_id", num_shards)
-
-
-def samples_by_pool(element, spill_to: Optional[spill.SpillTo] = None):
-    """(shard, {samples, pools}) → (pool, SAMPLES table) pairs: each sample goes to its
-    instance's pool (an instance id in two pools: the last row's); samples of an instance
-    without rows are dropped (the overcommit stage counts them)."""
-    _, grouped = element
-    samples = sharding.concat(grouped["samples"], SAMPLES)
-    if not samples.num_rows:
-        return
-    pools = sharding.concat(grouped["pools"], pa.schema([("instance_id", pa.string()),
-                                                         ("pool", pa.string())]))
-    ids = pa.chunked_array([*pools.column("instance_id").chunks,
-                            *samples.column("instance_id").chunks], pa.string())
-    codes, _ = sharding.dictionary_codes(ids)
-    pool_code, pool_names = sharding.dictionary_codes(pools.column("pool"))
-    pool_of_id = np.full(int(codes.max()) + 1, -1, np.int64)
-    pool_of_id[codes[:pools.num_rows]] = pool_code
-    sample_pool = pool_of_id[codes[pools.num_rows:]]
-    kept = sample_pool >= 0
-    for code, rows in sharding.split_table(samples.filter(pa.array(kept)), sample_pool[kept]):
-        yield pool_names[code].as_py(), spill.spilled(rows, spill_to)
-
-
-def pool_usage(samples: pa.Table, instance_id, start_us: np.ndarray, end_us: np.ndarray,
-               step_s: float) -> VmUsage:
-    """The VmUsage of a pool's VMs (trace order: `instance_id` [V], `start_us` int64[V],
-    `end_us` float64[V], NaN if censored) from its SAMPLES: each window goes to the run of
-    its instance that started at or before it and had not ended."""
-    step_us = int(round(step_s * US_PER_S))
-    num_vms = len(start_us)
-    if not samples.num_rows:
-        return VmUsage.from_samples([], [], [], [], num_vms, step_us)
-    ids = pa.chunked_array([pa.array(instance_id, pa.string()),
-                            *samples.column("instance_id").chunks])
-    codes, _ = sharding.dictionary_codes(ids)
-    vm_code, sample_code = codes[:num_vms], codes[num_vms:]
-    time = samples.column("start_time").to_numpy()
-    ranks, rank = np.unique(np.concatenate([start_us, time]), return_inverse=True)
-    vm_key = vm_code * len(ranks) + rank[:num_vms]
-    sample_key = sample_code * len(ranks) + rank[num_vms:]
-    by_key = np.argsort(vm_key, kind="stable")
-    at = np.searchsorted(vm_key[by_key], sample_key, side="right") - 1
-    vm = by_key[np.maximum(at, 0)]
-    end = end_us[vm]
-    matched = (at >= 0) & (vm_code[vm] == sample_code) & ~(time >= end)
-    return VmUsage.from_samples(vm[matched], floor_to_grid(time[matched], step_us),
-                                samples.column("usage").to_numpy()[matched],
-                                samples.column("limit").to_numpy()[matched], num_vms, step_us)
 
 
 # --- The admission of a replay ----------------------------------------------------------------

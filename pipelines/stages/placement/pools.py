@@ -15,7 +15,7 @@ from pipelines import schemas
 from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
-from pipelines.stages.placement.admission import SAMPLES, pool_usage
+from pipelines.stages.placement.usage import PoolUsage, pool_usage
 from policies.replay.pool import PoolSpec
 from policies.replay.simulator import (
     PlacementTrace,
@@ -52,18 +52,22 @@ class PoolInput:
     """A pool ready to replay (the replays' side input): its trace, hosts, window, for
     model lifetime sources only the instance rows in trace order (in a run, their
     MODEL_COLUMNS; a table, or a Spilled reference to one: `instance_rows` reads either),
-    and for an admission its VMs' usage samples."""
+    and for an admission its VMs' usage samples (`vm_usage` maps them if spilled)."""
     pool: str
     trace: PlacementTrace
     spec: PoolSpec
     start_us: int
     end_us: int
     instances: Optional[Union[pa.Table, spill.Spilled]] = None
-    usage: Optional[VmUsage] = None
+    usage: Optional[Union[VmUsage, PoolUsage]] = None
 
     def instance_rows(self) -> Optional[pa.Table]:
         """The instance rows (memory-mapped from the run's spill file if spilled)."""
         return spill.load(self.instances)
+
+    def vm_usage(self) -> Optional[VmUsage]:
+        """The VMs' usage samples (memory-mapped from the run's spill files if spilled)."""
+        return self.usage.load() if isinstance(self.usage, PoolUsage) else self.usage
 
 
 def pool_seed(seed: int, pool: str) -> int:
@@ -132,7 +136,7 @@ def prepare_pool(element, config, keep_instances: bool,
     pairs: one (POOLS, PoolInput) and the pool's dead letters; `keep_instances` keeps the
     rows' `columns` (by default those the models' features read), spilled as `spill_to`
     says; with `step_s` (an admission's grid step, seconds), the VMs' usage from the
-    admission's SAMPLES (pipelines/stages/placement/admission.py).
+    pool's UsagePieces under "samples" (pipelines/stages/placement/usage.py).
 
     The pool's rows stay as they came (memory-mapped when spilled): the order and the checks
     read a few columns, and the kept rows are taken in order once (`spill.spilled_take`),
@@ -180,9 +184,9 @@ def prepare_pool(element, config, keep_instances: bool,
             if keep_instances else None)
     usage = None
     if step_s is not None:
-        samples = sharding.concat(map(spill.load, grouped.get("samples", ())), SAMPLES)
-        usage = pool_usage(samples, instances.column("instance_id").take(pa.array(kept)),
-                           start, end, step_s)
+        usage = pool_usage(grouped.get("samples", ()),
+                           instances.column("instance_id").take(pa.array(kept)), start, step_s,
+                           spill_to)
     yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
                            rows, usage)
 

@@ -457,8 +457,10 @@ def _replay(pool_input: PoolInput, spec: ReplaySpec, state: ReplayProgress, conf
     policy = checked_if_plugin(policy, spec.policy, config, pool_input.pool)
     admission = None
     if spec.admission is not None:
-        tellers = _kept(model_sources, (pool_input.pool, "admission tellers"), dict)
-        admission = make_admission(spec.admission, pool_input.usage,
+        # The pool's usage (memory-mapped) and its tellers' per-pool work, kept together.
+        usage, tellers = _kept(model_sources, (pool_input.pool, "admission"),
+                               lambda: (pool_input.vm_usage(), {}))
+        admission = make_admission(spec.admission, usage,
                                    pool_input.trace.demand[:, 0], overcommit, tellers)
     try:
         result = simulate(
