@@ -157,6 +157,33 @@ def test_host_peaks_equal_the_teller_on_a_machine_of_the_residents(name, seed):
             assert got[host] == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
+@pytest.mark.parametrize("name", ["n_sigma", "n_sigma_capped", "per_machine_percentile",
+                                  "max_n_sigma_rc_like", "oracle", "oracle_capped_p90",
+                                  "oracle_partial"])
+@pytest.mark.parametrize("seed", range(3))
+def test_sums_kept_from_window_to_window_equal_sums_from_scratch(name, seed):
+    """A bound teller asked at consecutive windows, residents coming and going a few at a
+    time (and a skipped window), gives each window exactly the peaks of an unbound one."""
+    trace, _ = random_pool(seed, num_vms=120)
+    usage = random_usage(trace, seed, int(trace.arrival_us.max()))
+    if name.startswith("oracle"):
+        unbound = OraclePeaks(usage, 12, 90 if name == "oracle_capped_p90" else 100,
+                              cap_to_limit=name != "oracle", partial=name == "oracle_partial")
+    else:
+        unbound = host_peaks(name, usage)
+    bound = unbound.bind(6)
+    rng = np.random.default_rng(seed)
+    host_of = np.full(len(trace), -1)
+    steps = [*range(0, usage.last_step + 2), *range(10, 40)]  # the second pass starts anew
+    for step in steps:
+        for vm in rng.integers(0, len(trace), 3).tolist():  # a few arrive, move or leave
+            host_of[vm] = rng.integers(-1, 6)
+        vms = np.flatnonzero(host_of >= 0)
+        residents = residents_at(usage, step, vms, host_of[vms], 6)
+        expected = unbound.peaks(residents)
+        np.testing.assert_array_equal(bound.peaks(residents), expected)
+
+
 def test_task_shares_computed_in_chunks_of_vms_equal_one_machine(monkeypatch):
     trace, _ = random_pool(2, num_vms=120)
     usage = random_usage(trace, 2, int(trace.arrival_us.max()))

@@ -19,6 +19,7 @@ savings are [Bashir21] §5.1.3's (predictors/peak/overcommit_metrics.py); an ove
 window whose usage exceeds the host's CPU capacity.
 """
 
+import copy
 from typing import List, NamedTuple, Optional
 
 import numpy as np
@@ -61,6 +62,12 @@ class HostPeaks:
         """float64[H]; 0 (NaN for an oracle) on hosts without a present resident."""
         raise NotImplementedError
 
+    def bind(self, num_hosts: int) -> "HostPeaks":
+        """This teller for one replay of `num_hosts` hosts, which may keep sums from one
+        window to the next (asked at consecutive window ends, it sums each host's newest
+        lag only while its residents stay); itself when it keeps nothing."""
+        return self
+
 
 # VMs' samples per machine of TaskSharePeaks (bounds its memory on a large pool).
 _SHARE_CHUNK_SAMPLES = 2_000_000
@@ -89,12 +96,19 @@ class TaskSharePeaks(HostPeaks):
 class HistoryPeaks(HostPeaks):
     """A predictor of the warm tasks' ratio history (N-sigma, per-machine percentile:
     `warm_peaks(WarmRatioHistory)`): the history of each host's present residents is summed
-    in one pass (`admission_kernels.warm_ratio_sums`), the cold residents count at their
+    in one pass (`admission_kernels.warm_ratio_sums`, only the newest lag of a host whose
+    warm residents are those of the window before), the cold residents count at their
     limit."""
 
     def __init__(self, predictor, usage: VmUsage):
         self.predictor = predictor
         self.usage = usage
+        self._kept = None
+
+    def bind(self, num_hosts: int) -> "HistoryPeaks":
+        bound = copy.copy(self)
+        bound._kept = _Kept()
+        return bound
 
     def peaks(self, residents: Residents) -> np.ndarray:
         out = np.zeros(residents.num_hosts)
@@ -103,17 +117,26 @@ class HistoryPeaks(HostPeaks):
             return out
         predictor, usage = self.predictor, self.usage
         vms, number = residents.vms[present], residents.number[present]
-        host_ids, block = np.unique(residents.hosts[present], return_inverse=True)
+        hosts = residents.hosts[present]
         position = residents.step - usage.first_step[vms] + 1
         window = predictor.num_history_samples
-        usage_sums, limit_sums, length, warm_limit, cold_limit = warm_ratio_sums(
-            block, number, position, usage.usage, usage.limit, predictor.cap_to_limit, window,
-            predictor.min_warm_samples, len(host_ids))
+        kept = self._kept or _Kept()
+        fresh = kept.start(residents.step, (residents.num_hosts, window), 2)
+        usage_ring, limit_ring = kept.rings
+        offsets, warm_vms, warm_limit, cold_limit, length = warm_ratio_sums(
+            hosts, vms, number, position, usage.usage, usage.limit, predictor.cap_to_limit,
+            window, predictor.min_warm_samples, residents.num_hosts, residents.step,
+            usage_ring, limit_ring, *kept.residents[:2], fresh)
+        kept.residents = (offsets, warm_vms)
+        host_ids = np.unique(hosts)
+        lags = (residents.step - np.arange(window)) % window
+        length = length[host_ids]
         ratio = np.full((len(host_ids), window), np.nan)
         valid = np.arange(window)[None, :] < length[:, None]
-        np.divide(usage_sums, limit_sums, out=ratio, where=valid)
-        history = WarmRatioHistory(ratio=ratio, length=length, warm_limit=warm_limit)
-        out[host_ids] = predictor.warm_peaks(history) + cold_limit
+        np.divide(usage_ring[host_ids][:, lags], limit_ring[host_ids][:, lags], out=ratio,
+                  where=valid)
+        history = WarmRatioHistory(ratio=ratio, length=length, warm_limit=warm_limit[host_ids])
+        out[host_ids] = predictor.warm_peaks(history) + cold_limit[host_ids]
         return out
 
 
@@ -123,6 +146,9 @@ class CombinedPeaks(HostPeaks):
     def __init__(self, combine, parts: List[HostPeaks]):
         self.combine = combine
         self.parts = parts
+
+    def bind(self, num_hosts: int) -> "CombinedPeaks":
+        return CombinedPeaks(self.combine, [part.bind(num_hosts) for part in self.parts])
 
     def peaks(self, residents: Residents) -> np.ndarray:
         return self.combine(np.stack([part.peaks(residents) for part in self.parts]), axis=0)
@@ -145,6 +171,12 @@ class OraclePeaks(HostPeaks):
         self.cap_to_limit = cap_to_limit
         self.partial = partial
         self._last_step = usage.last_step
+        self._kept = None
+
+    def bind(self, num_hosts: int) -> "OraclePeaks":
+        bound = copy.copy(self)
+        bound._kept = _Kept()
+        return bound
 
     def peaks(self, residents: Residents) -> np.ndarray:
         usage, width = self.usage, self.horizon_steps
@@ -159,16 +191,42 @@ class OraclePeaks(HostPeaks):
         if residents.step + width > self._last_step or not present.any():
             return out
         vms, number = residents.vms[present], residents.number[present]
-        host_ids, block = np.unique(residents.hosts[present], return_inverse=True)
+        hosts = residents.hosts[present]
         cap = usage.limit[number] if self.cap_to_limit else np.full(len(number), np.inf)
-        sums = future_sums(block, number, usage.offsets[vms + 1] - 1 - number, usage.usage,
-                           cap, width, len(host_ids))
+        kept = self._kept or _Kept()
+        fresh = kept.start(residents.step, (residents.num_hosts, width), 1)
+        kept.residents = future_sums(
+            hosts, vms, number, usage.offsets[vms + 1] - 1 - number, usage.usage, cap, width,
+            residents.num_hosts, residents.step, kept.rings[0], *kept.residents, fresh)
+        host_ids = np.unique(hosts)
+        sums = kept.rings[0][host_ids][:, (residents.step + 1 + np.arange(width)) % width]
         if self.percentile >= 100:
             out[host_ids] = sums.max(axis=1)
         else:
             out[host_ids] = sorted_row_percentile(sums, np.full(len(host_ids), width),
                                                   self.percentile)
         return out
+
+
+class _Kept:
+    """A teller's per-host sums from its last window (admission_kernels): the rings, and the
+    residents they summed (grouped by host), to carry to the next window."""
+
+    def __init__(self):
+        self.step = None
+        self.rings = ()
+        self.residents = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+    def start(self, step: int, shape: tuple, num_rings: int) -> bool:
+        """Whether the sums at `step` start anew (no sums of the step before, or of another
+        shape: float64[hosts, lags]); the rings are resized then."""
+        fresh = self.step is None or step != self.step + 1 or self.rings[0].shape != shape
+        if not self.rings or self.rings[0].shape != shape:
+            self.rings = tuple(np.zeros(shape) for _ in range(num_rings))
+            self.residents = (np.zeros(shape[0] + 1, np.int64), np.zeros(0, np.int64),
+                              np.zeros(0))
+        self.step = step
+        return fresh
 
 
 class AdmittedPool(PoolState):
@@ -253,7 +311,10 @@ class Admission:
         return usage.time_us(ends)
 
     def bind(self, pool: PoolState) -> None:
+        """Starts a replay on `pool`: its totals, and the tellers bound to it."""
         self.pool = pool
+        self._scoring = self.scoring.bind(pool.num_hosts)
+        self._peaks = None if self.peaks is None else self.peaks.bind(pool.num_hosts)
         zeros = np.zeros(pool.num_hosts)
         self.totals = UsageTotals(*(zeros.astype(np.int64) for _ in range(3)), zeros.copy(),
                                   zeros.copy(), zeros.astype(np.int64))
@@ -278,7 +339,7 @@ class Admission:
         predicted = total_limit
         if self.peaks is not None:
             # A teller without a value (an oracle past the data) admits by the limits.
-            peaks = self.peaks.peaks(residents)
+            peaks = self._peaks.peaks(residents)
             predicted = np.where(np.isnan(peaks), total_limit, peaks + absent_request)
         occupied = np.bincount(residents.hosts, minlength=residents.num_hosts) > 0
         if record:
@@ -291,7 +352,7 @@ class Admission:
         return pool.set_cpu_rooms(hosts, pool.limit[hosts, 0] - predicted[hosts])
 
     def _record(self, residents: Residents, occupied, total_limit, predicted) -> None:
-        oracle = self.scoring.peaks(residents)
+        oracle = self._scoring.peaks(residents)
         used = residents.per_host(self.usage.usage)
         has_sample = np.bincount(residents.hosts[residents.present],
                                  minlength=residents.num_hosts) > 0
