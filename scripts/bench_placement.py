@@ -14,6 +14,8 @@ App. G.1), a stand-in with a gradient-boosted model's per-call cost shape, and a
 trace), each against the oracle on the same span (`--model_arrivals` in Python, the whole
 trace compiled), the least of `--repeats` interleaved rounds. The reference runs on the first
 `--reference_arrivals`, the fast replay again on that prefix for the ratio. CPU seconds.
+Admission by predicted peak, on the same pool with a usage series per VM, is
+`bench_admission.py`'s.
 """
 
 import argparse

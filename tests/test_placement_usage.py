@@ -131,6 +131,9 @@ def test_an_array_writer_spills_its_chunks_to_one_memory_mapped_file(tmp_path):
     loaded = spill.load_array(reference)
     np.testing.assert_array_equal(loaded, values)
     assert not loaded.flags.writeable
+    with pytest.MonkeyPatch.context() as remote:  # as on gs://: read through a file handle
+        remote.setattr(spill, "_local", lambda path: False)
+        np.testing.assert_array_equal(spill.load_array(reference), values)
     inline = spill.ArrayWriter(3, np.float64, None)
     inline.write(values[:3])
     np.testing.assert_array_equal(inline.close(), values[:3])

@@ -6,9 +6,12 @@ runner; for the widest tables (instance_usage) that costs more than reading and 
 So the two groupings of the canonical tables (by collection shard in the Google source, by
 output shard in the Parquet sink) write each table once as an Arrow IPC file in the run's
 staging area and group `Spilled` references of a few dozen bytes; the step after the grouping
-maps the file back (zero-copy on a local file system). The files' directory is never
+maps the file back (zero-copy on a local file system). Large numpy arrays go the same way
+as `.npy` files (`ArrayWriter`, `load_array`: written a chunk at a time, memory-mapped back,
+so every worker of a machine shares their pages). The files' directory is never
 published: it goes with the staging area, and a retried step writes new files (only the
-attempt that succeeded is grouped). Outside a run (no staging area) tables travel whole.
+attempt that succeeded is grouped). Outside a run (no staging area) tables and arrays travel
+whole.
 """
 
 import uuid

@@ -155,9 +155,11 @@ def runs_by_pool(element, step_s: float, spill_to: Optional[spill.SpillTo] = Non
                                  step_us)
     with_samples = np.flatnonzero(usage.first_step != NO_SAMPLE)
     pool_code, pool_names = sharding.dictionary_codes(runs.column("pool"))
-    for code, rows in sharding.split_table(pa.table({"run": with_samples}),
-                                           pool_code[with_samples]):
-        members = rows.column("run").to_numpy()
+    codes = pool_code[with_samples]
+    by_pool = with_samples[np.argsort(codes, kind="stable")]
+    for members in np.split(by_pool, np.flatnonzero(np.diff(pool_code[by_pool])) + 1):
+        if not len(members):
+            continue
         counts = usage.num_samples[members]
         values = _ranges(usage.offsets[members], counts)
         pool_runs = pa.table({
@@ -165,7 +167,7 @@ def runs_by_pool(element, step_s: float, spill_to: Optional[spill.SpillTo] = Non
             "start_time": runs.column("start_time").take(members),
             "first_step": usage.first_step[members], "num_samples": counts,
             "offset": np.cumsum(counts) - counts}, schema=PIECE_RUNS)
-        yield pool_names[code].as_py(), UsagePiece(
+        yield pool_names[pool_code[members[0]]].as_py(), UsagePiece(
             spill.spilled(pool_runs, spill_to), _written(usage.usage[values], spill_to),
             _written(usage.limit[values], spill_to))
 
