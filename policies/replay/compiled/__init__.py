@@ -75,10 +75,15 @@ _BUCKETS_US = np.array(TEMPORAL_COST_BUCKETS_S, np.int64) * 1_000_000
 _LAVA_BOUNDS_US = np.array(LAVA_CLASS_BOUNDS_S, np.int64) * 1_000_000
 
 
+_LOADED = []  # [True] once the kernel is loaded (asking numba costs ~0.1 ms a call)
+
+
 def loaded() -> bool:
     """Whether this process has the engine's kernel loaded (from numba's cache, or compiled
     when the machine has none: about a minute)."""
-    return bool(run_until.signatures)
+    if not _LOADED and run_until.signatures:
+        _LOADED.append(True)
+    return bool(_LOADED)
 
 
 def supports(policy, lifetimes, lars, pool: PoolState, uses_cache: bool) -> bool:
