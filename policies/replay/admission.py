@@ -128,7 +128,7 @@ class HistoryPeaks(HostPeaks):
             window, predictor.min_warm_samples, residents.num_hosts, residents.step,
             usage_ring, limit_ring, *kept.residents[:2], fresh)
         kept.residents = (offsets, warm_vms)
-        host_ids = np.unique(hosts)
+        host_ids = np.flatnonzero(np.bincount(hosts, minlength=residents.num_hosts))
         lags = (residents.step - np.arange(window)) % window
         length = length[host_ids]
         ratio = np.full((len(host_ids), window), np.nan)
@@ -198,7 +198,7 @@ class OraclePeaks(HostPeaks):
         kept.residents = future_sums(
             hosts, vms, number, usage.offsets[vms + 1] - 1 - number, usage.usage, cap, width,
             residents.num_hosts, residents.step, kept.rings[0], *kept.residents, fresh)
-        host_ids = np.unique(hosts)
+        host_ids = np.flatnonzero(np.diff(kept.residents[0]))  # hosts with residents
         sums = kept.rings[0][host_ids][:, (residents.step + 1 + np.arange(width)) % width]
         if self.percentile >= 100:
             out[host_ids] = sums.max(axis=1)
@@ -215,7 +215,7 @@ class _Kept:
     def __init__(self):
         self.step = None
         self.rings = ()
-        self.residents = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        self.residents = None
 
     def start(self, step: int, shape: tuple, num_rings: int) -> bool:
         """Whether the sums at `step` start anew (no sums of the step before, or of another
