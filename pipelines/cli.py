@@ -4,6 +4,7 @@
     fleetcast validate CONFIG [CONFIG ...]
     fleetcast synth --out DIR [--machines N --days D --seed S --format F --processes P ...]
     fleetcast reproduce PAPER [--quick] [--output_dir DIR] [--docs_dir DIR]
+    fleetcast worker-pool [--port PORT]
     fleetcast --version
 
 Beam options (--runner, --direct_num_workers, --direct_running_mode, Dataflow, Flink, Spark
@@ -34,7 +35,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions 
 import synthetic  # noqa: E402
 from configs.checks import max_worker_processes  # noqa: E402
 from pipelines import config as run_config  # noqa: E402
-from pipelines import heap, progress, worker_guard  # noqa: E402
+from pipelines import heap, portable, progress, worker_guard  # noqa: E402
 from pipelines import run as run_pipeline  # noqa: E402
 from pipelines.cli_args import build_parser  # noqa: E402
 from pipelines.io import failures, manifests  # noqa: E402
@@ -186,6 +187,7 @@ def configure_logging(verbose: bool = False, quiet: bool = False):
     if not verbose:
         for handler in logging.getLogger().handlers:
             handler.addFilter(progress.NoBeamTracebacks())
+        portable.quiet_engine_noise()
         # the progress lines of multi_processing workers too, unless quiet
         worker_lines = logging.getLogger(progress.WORKER_LOGGER)
         worker_lines.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -335,6 +337,15 @@ def _reproduce(args) -> int:
     return 0
 
 
+def _worker_pool(args) -> int:
+    from pipelines.worker_pool import serve
+    try:
+        serve(args.port, args.ready_timeout_s)
+    except OSError as e:  # the port is taken or not ours
+        raise UsageError(f"worker-pool: {e}") from None
+    return 0
+
+
 def _estimate(args) -> int:
     from pipelines.estimate import estimate, format_estimates
     config = run_config.load_config(args.config)
@@ -381,6 +392,8 @@ def main(argv=None) -> int:
             return _estimate(args)
         if args.command == "reproduce":
             return _reproduce(args)
+        if args.command == "worker-pool":
+            return _worker_pool(args)
         return _synth(args)
     except run_config.ConfigError as e:
         print_config_error(e)

@@ -21,6 +21,7 @@ synopsis:
   fleetcast report RESULTS_DIR [--out DIR]
   fleetcast synth --out DIR [--machines N --days D --seed S --format F --processes P ...]
   fleetcast reproduce PAPER [--quick] [--output_dir DIR] [--docs_dir DIR]
+  fleetcast worker-pool [--port PORT]
 
 `run` passes every Beam pipeline option (--runner=DataflowRunner, --direct_num_workers=2,
 ...) through unchanged. `fleetcast COMMAND --help` describes a command and its defaults."""
@@ -38,6 +39,11 @@ neither fleetcast nor Beam knows fails before anything runs (exit 2). Examples:
   fleetcast run configs/demo.textproto --output_dir gs://BUCKET/fleetcast/demo \\
       --runner=DataflowRunner --project=PROJECT --region=us-central1 \\
       --temp_location=gs://BUCKET/tmp --setup_file=./setup.py
+
+  # Flink or Spark: a job server jar and a running cluster (docs/runners.md)
+  fleetcast run configs/demo.textproto --output_dir /shared/fleetcast/demo \\
+      --runner=FlinkRunner --flink_master=HOST:8081 --flink_job_server_jar=JAR \\
+      --parallelism=2 --environment_type=LOOPBACK
 
   # Dask (pip install -e ".[dask]")
   fleetcast run configs/demo.textproto \\
@@ -103,6 +109,7 @@ def build_parser():
     _add_query(commands)
     _add_report(commands)
     _add_reproduce(commands)
+    _add_worker_pool(commands)
     return parser, run
 
 
@@ -235,3 +242,21 @@ def _add_synth(commands):
                        help="files per table")
     synth.add_argument("--processes", type=int, default=default["processes"], metavar="P",
                        help="worker processes (the same files for any number)")
+
+
+def _add_worker_pool(commands):
+    from pipelines.worker_pool import READY_TIMEOUT_S
+    pool = commands.add_parser(
+        "worker-pool", help="serve Python workers to Flink or Spark (EXTERNAL environment)",
+        formatter_class=HelpFormatter,
+        description="Serves fleetcast's Python SDK workers to a portable runner's task\n"
+                    "slots (`fleetcast run ... --environment_type=EXTERNAL\n"
+                    "--environment_config=HOST:PORT`), each a process of this interpreter\n"
+                    "in this directory, until SIGTERM or SIGINT; its workers end with it. A\n"
+                    "worker that cannot start fails the runner's request with its error.",
+        epilog="example (beside each TaskManager or Spark worker):\n"
+               "  fleetcast worker-pool --port 50000")
+    pool.add_argument("--port", type=int, default=50000, metavar="PORT",
+                      help="the port the runner's workers reach the pool on")
+    pool.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S, metavar="S",
+                      help="how long a starting worker may take before the request fails")

@@ -7,6 +7,7 @@ e.g. ``overcommit.fortune_teller[1].predictor.rc_like.percentile: must be in [0,
 registry entries and stage modules); this module walks the run.
 """
 
+import os
 import pathlib
 import re
 
@@ -19,8 +20,8 @@ from pipelines import history
 from pipelines.sources.registry import SOURCES
 from pipelines.stages.registry import configured as configured_stages
 
-__all__ = ["ConfigError", "ConfigProblem", "config_name", "load_config", "parse_config",
-           "validate"]
+__all__ = ["ConfigError", "ConfigProblem", "absolute_path", "config_name", "load_config",
+           "parse_config", "validate", "with_absolute_paths"]
 
 CANONICAL_TABLES = ("machines", "instances", "usage")
 # Former RunConfig fields, now in `overcommit { }`: a config using them gets a message saying so.
@@ -71,6 +72,47 @@ def read_config(path: str):
     if invalid:
         raise ConfigError(path, invalid)
     return config, problems
+
+
+# (message, field) of every config field that names a file, a file pattern or a directory.
+PATH_FIELDS = frozenset([
+    ("fleetcast.TableInput", "path"), ("fleetcast.DataLocation", "parquet"),
+    ("fleetcast.AzureV1Source", "vmtable"), ("fleetcast.AzureV1Source", "vm_cpu_readings"),
+    ("fleetcast.AzurePacking2020Source", "sqlite_path"),
+    ("fleetcast.Google2011Source", "job_events"), ("fleetcast.Google2011Source", "task_events"),
+    ("fleetcast.Google2011Source", "machine_events"),
+    ("fleetcast.Google2011Source", "task_usage"),
+    ("fleetcast.LifetimeModelConfig", "model_dir"), ("fleetcast.Output", "parquet_dir")])
+
+
+def absolute_path(path: str) -> str:
+    """A local relative `path` (or pattern) made absolute from this process's directory;
+    any other path (absolute, gs://, empty) as it is."""
+    if not path or FileSystems.get_scheme(path) is not None or os.path.isabs(path):
+        return path
+    return os.path.abspath(path)
+
+
+def with_absolute_paths(config: fleetcast_pb2.RunConfig) -> fleetcast_pb2.RunConfig:
+    """A copy of `config` whose local relative paths (PATH_FIELDS) are absolute: a cluster's
+    workers run in directories of their own, and open what the submitter names there."""
+    copy = fleetcast_pb2.RunConfig()
+    copy.CopyFrom(config)
+    _absolutize(copy)
+    return copy
+
+
+def _absolutize(message):
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            if (message.DESCRIPTOR.full_name, field.name) in PATH_FIELDS:
+                setattr(message, field.name, absolute_path(value))
+        elif field.is_repeated:
+            if not field.message_type.GetOptions().map_entry:
+                for item in value:
+                    _absolutize(item)
+        else:
+            _absolutize(value)
 
 
 def config_name(config: fleetcast_pb2.RunConfig, path: str) -> str:

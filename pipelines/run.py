@@ -21,9 +21,11 @@ from apache_beam.pipeline import PipelineVisitor
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
+from apache_beam.runners.runner import PipelineState
 from google.protobuf import text_format
 
-from pipelines import dask_versions, progress, schemas, worker_guard
+from pipelines import config as run_config
+from pipelines import dask_versions, portable, progress, schemas, worker_guard
 from pipelines.history import AddHistory
 from pipelines.io import bigquery, coders, publish, sinks
 from pipelines.io.dead_letters import SummarizeCounts, SummarizeExclusions, all_rejected
@@ -242,17 +244,25 @@ def run(config, output_dir: str, beam_args=(), counters: Optional[dict] = None):
     """
     output = OutputSpec.of(config, output_dir)
     options = PipelineOptions(list(beam_args))
+    portable.check_before_submitting(options)
+    # A cluster's workers run in directories of their own: the pipeline is built with every
+    # local path absolute (the manifest keeps the config as written).
+    config_text = text_format.MessageToString(config)
+    config, output_dir = run_config.with_absolute_paths(config), run_config.absolute_path(
+        output_dir)
+    built_output = OutputSpec.of(config, output_dir)
     # Results are staged and published only when the run succeeds; opening the staging area
     # checks that the output root is writable and locks it (one run at a time) before any
     # compute. A BigQuery run stages its tables' shards under --output_dir and loads them
     # into BigQuery when it publishes (pipelines/io/bigquery.py).
-    area = publish.StagingArea.open(output.parquet_dir or output_dir)
+    area = publish.StagingArea.open(built_output.parquet_dir or output_dir)
+    portable.name_job(options, area.run_id)
     publisher = bigquery.Publisher(area.extra_dir("bigquery"), area.run_id)
     try:
         started_at = publish.now_utc()
-        outputs = _run_pipeline(config, output, output_dir, options, area, publisher,
+        outputs = _run_pipeline(config, built_output, output_dir, options, area, publisher,
                                 counters)
-        publish_run(area, publisher, config, output, outputs, started_at)
+        publish_run(area, publisher, config, built_output, outputs, started_at, config_text)
     finally:
         area.release()
     return output, outputs
@@ -271,24 +281,51 @@ def _run_pipeline(config, output: OutputSpec, output_dir: str, options: Pipeline
             outputs = build(pipeline, config, output, output_dir)
         publisher.check_writable()
         with worker_guard.watched_by_workers():
-            result = pipeline.run()
-            # The DaskRunner opens a client of its own and leaves it reconnecting forever.
-            client = getattr(result, "client", None)
-            try:
-                result.wait_until_finish()
-                if counters is not None:
-                    counters.update(progress.counter_values(result))
-            except BaseException:
-                if client is not None:  # its other tasks would go on writing staged files
-                    result.cancel()
-                raise
-            finally:
-                if client is not None:
-                    client.close()
-    except BaseException:
+            _run_to_completion(pipeline, options, counters)
+    except BaseException as e:
         _discard_after_failure(area)
+        reason = portable.failure_reason(e) if isinstance(e, Exception) else None
+        if reason is not None:
+            raise RunFailed(reason) from None
         raise
     return sorted(outputs)
+
+
+def _run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions,
+                       counters: Optional[dict]):
+    """Runs `pipeline` until it ends. One that fails or is interrupted (SIGTERM, SIGINT)
+    cancels what still runs of it: a Dask computation's tasks or a cluster's job would go on
+    writing into the staging area that the run discards."""
+    result = pipeline.run()
+    # The DaskRunner opens a client of its own and leaves it reconnecting forever.
+    client = getattr(result, "client", None)
+    cancellable = client is not None or portable.is_portable(options)
+
+    def cancel():
+        if cancellable:
+            _cancel(result, options)
+    try:
+        with worker_guard.before_signal_ends_run(cancel):
+            result.wait_until_finish()
+        if counters is not None:
+            counters.update(progress.counter_values(result))
+    except BaseException:
+        cancel()
+        raise
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _cancel(result, options: PipelineOptions):
+    """Cancels a run's job unless it has ended, on its cluster too (a cancel that fails is
+    not the run's error)."""
+    try:
+        portable.cancel_cluster_job(options)
+        if not PipelineState.is_terminal(result.state):
+            result.cancel()
+    except Exception as e:  # pylint: disable=broad-except
+        _LOG.warning("could not cancel the run's job: %s", e)
 
 
 def _discard_after_failure(area: publish.StagingArea):
@@ -318,7 +355,7 @@ def _staged_table(area: publish.StagingArea, publisher: bigquery.Publisher,
 
 
 def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config,
-                output: OutputSpec, tables, started_at: str):
+                output: OutputSpec, tables, started_at: str, config_text: Optional[str] = None):
     """Publishes a finished run's staged tables (BigQuery ones first) with its manifest,
     unless a source table had every row rejected: then the run fails and its tables are
     kept aside (or, with `output.allow_all_rows_rejected`, it is published with a
@@ -343,7 +380,8 @@ def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config
             config.overcommit.filter)
         if warning:
             _LOG.warning("%s", warning)
-    run_fields = dict(name=config.name or None, config=text_format.MessageToString(config),
+    run_fields = dict(name=config.name or None,
+                      config=config_text or text_format.MessageToString(config),
                       fleetcast_version=fleetcast_version(), started_at=started_at)
     try:
         if output.bigquery_dataset is not None:

@@ -6,6 +6,8 @@ forever). Two guards:
 
 - `ended_by_signals` (the run command): SIGTERM or SIGINT sends SIGTERM to every descendant
   of fleetcast (Linux /proc), then ends fleetcast by the same signal;
+- a run on a cluster first cancels its job (`before_signal_ends_run`), which would otherwise
+  go on without the run;
 - SIGKILL cannot be caught, and prctl's parent-death signal would watch the `sh`, not
   fleetcast. So `pipelines.run` names this module in the workers' `beam_plugins` and sets
   FLEETCAST_RUN_PID while the pipeline runs; imported in a worker, a daemon thread waits on a
@@ -20,7 +22,7 @@ import os
 import select
 import signal
 import threading
-from typing import List
+from typing import Callable, List
 
 ENV = "FLEETCAST_RUN_PID"
 
@@ -88,9 +90,29 @@ def descendants(pid: int) -> List[int]:
     return found
 
 
+# Called, each for at most BEFORE_END_TIMEOUT_S, before a signal ends the run.
+_BEFORE_END: List[Callable[[], None]] = []
+BEFORE_END_TIMEOUT_S = 15.0
+
+
+@contextlib.contextmanager
+def before_signal_ends_run(callback: Callable[[], None]):
+    """While in this context, a SIGTERM or SIGINT that ends the run first calls `callback`
+    (e.g. cancelling a cluster's job through the job server, which then still runs)."""
+    _BEFORE_END.append(callback)
+    try:
+        yield
+    finally:
+        _BEFORE_END.remove(callback)
+
+
 def _end_run(signum, _frame):
     os.write(2, f"fleetcast: run interrupted by {signal.Signals(signum).name}: its worker "
                 "processes are ended and nothing it staged is published\n".encode())
+    for callback in list(_BEFORE_END):
+        thread = threading.Thread(target=callback, daemon=True, name="fleetcast-before-end")
+        thread.start()
+        thread.join(BEFORE_END_TIMEOUT_S)
     for pid in descendants(os.getpid()):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)

@@ -7,10 +7,13 @@ is what the pipelines' workers run anyway (a process per core).
 
 Below that setup, the fixtures shared by test modules: the real Azure V1 samples in
 ../shared/data (fleetcast_testing/azure_samples.py), and a small fitted lifetime model. Plain
-helpers and constants are in tests/helpers.py.
+helpers and constants are in tests/helpers.py. `direct_demo` is the DirectRunner's demo that
+the Flink and Spark runs must equal.
 """
 
+import fcntl
 import os
+import subprocess
 
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
@@ -25,9 +28,10 @@ from fleetcast_testing.azure_samples import (  # noqa: E402
     AZURE_VMTABLE,
     load_azure_instances,
 )
+from pipelines.io.manifests import MANIFEST  # noqa: E402
 from predictors.lifetime.examples import make_uptime_examples  # noqa: E402
 from predictors.lifetime.uptime_model import UptimeLifetimeModel  # noqa: E402
-from tests.helpers import require_sample  # noqa: E402
+from tests.helpers import DEMO_CONFIG, FLEETCAST, require_sample  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -70,3 +74,20 @@ def small_model():
                                 features=["collection_logical_name", "cpu_request"]).fit(
         examples)
     return model, model.encode(frame)
+
+
+@pytest.fixture(scope="session")
+def direct_demo(tmp_path_factory):
+    """The results directory of `fleetcast run configs/demo.textproto` on the DirectRunner:
+    what every runner's demo must equal. Run once per test session, however many pytest-xdist
+    workers ask (the first holds a lock while it runs; the others wait and reuse it)."""
+    shared = tmp_path_factory.getbasetemp().parent  # one per session, shared by workers
+    results = shared / "direct_demo"
+    with open(shared / "direct_demo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (results / MANIFEST).exists():
+            done = subprocess.run(
+                [FLEETCAST, "run", str(DEMO_CONFIG), "--output_dir", str(results), "-q"],
+                capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr[-3000:]
+    return results

@@ -14,6 +14,8 @@ import os
 import pathlib
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -30,6 +32,8 @@ from policies.replay.pool import FIT_TOLERANCE, PoolSpec, PoolState
 from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")  # the command users run
+DEMO_CONFIG = REPO / "configs" / "demo.textproto"
 
 
 def run_text_config(text: str, output_dir, beam_args=("--runner=DirectRunner",)):
@@ -101,6 +105,19 @@ def assert_tables_equal(got: dict, expected: dict, names, **kwargs) -> None:
     for name in names:
         pd.testing.assert_frame_equal(sorted_frame(got[name]), sorted_frame(expected[name]),
                                       obj=name, **kwargs)
+
+
+def assert_same_results(expected_dir, got_dir) -> None:
+    """`scripts/compare_results.py EXPECTED GOT` finds every table and model file identical
+    but for the output folder that lifetime_models.path names (each run's own)."""
+    compared = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "compare_results.py"), str(expected_dir),
+         str(got_dir)], capture_output=True, text=True, check=False)
+    lines = compared.stdout.splitlines()
+    different = [line for line in lines if not line.endswith(" identical") and line.split() != [
+        "lifetime_models", "differs", "(metadata):", "only", "the", "results", "directory's",
+        "own", "path"]]
+    assert compared.returncode == 0 and not different and len(lines) > 10, compared.stdout
 
 
 def write_gz_lines(path, lines) -> None:

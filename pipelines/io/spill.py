@@ -8,12 +8,16 @@ output shard in the Parquet sink) write each table once as an Arrow IPC file in 
 staging area and group `Spilled` references of a few dozen bytes; the step after the grouping
 maps the file back (zero-copy on a local file system). Large numpy arrays go the same way
 as `.npy` files (`ArrayWriter`, `load_array`: written a chunk at a time, memory-mapped back,
-so every worker of a machine shares their pages). The files' directory is never
-published: it goes with the staging area, and a retried step writes new files (only the
-attempt that succeeded is grouped). Outside a run (no staging area) tables and arrays travel
-whole.
+so every worker of a machine shares their pages), and large Python objects that a grouping or
+a side input carries as pickle files (`spilled_object`, `load_object`): a cluster's runner
+sorts, broadcasts and copies such values whole, in memory it has only a little of. The
+files' directory is never published: it goes with the staging area, and a retried step
+writes new files (only the attempt that succeeded is grouped). Outside a run (no staging
+area) tables, arrays and objects travel whole.
 """
 
+import functools
+import pickle
 import uuid
 from typing import NamedTuple, Optional, Union
 
@@ -48,11 +52,13 @@ class SpillTo(NamedTuple):
     min_bytes: int
 
 
-def spill_to() -> Optional[SpillTo]:
-    """Where the run being built spills tables (None outside a run: nothing is spilled),
-    fixed when the pipeline is built, so every worker spills alike."""
+def spill_to(min_bytes: int = MIN_SPILL_BYTES) -> Optional[SpillTo]:
+    """Where the run being built spills tables of at least `min_bytes` (None outside a run:
+    nothing is spilled), fixed when the pipeline is built, so every worker spills alike.
+    A grouping with one key or a few takes `min_bytes=0`: Flink's batch grouping combines a
+    key's values into one record, which must fit a sort buffer (a few MB)."""
     directory = publish.extra_dir("spill")
-    return None if directory is None else SpillTo(directory, MIN_SPILL_BYTES)
+    return None if directory is None else SpillTo(directory, min_bytes)
 
 
 def _spills(table: pa.Table, to: Optional[SpillTo]) -> bool:
@@ -198,3 +204,35 @@ def _batches(source, value: Spilled) -> pa.Table:
     reader = pa.ipc.open_file(source)
     return pa.Table.from_batches(
         [reader.get_batch(i) for i in range(value.start, value.stop)], reader.schema)
+
+
+class SpilledObject(NamedTuple):
+    """A Python object pickled into the file `path`."""
+
+    path: str
+
+
+def spilled_object(value, to: Optional[SpillTo]):
+    """`value` itself, or a SpilledObject of it when `to` is set and its pickle has at least
+    `to.min_bytes`."""
+    if to is None:
+        return value
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) < to.min_bytes:
+        return value
+    path = FileSystems.join(to.directory, f"{uuid.uuid4().hex}.pickle")
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        handle.write(data)
+    return SpilledObject(path)
+
+
+def load_object(value):
+    """The object a SpilledObject stands for (the same object for the same file, as a side
+    input's value is, while it is one of the last two read), anything else as it is."""
+    return _read_object(value.path) if isinstance(value, SpilledObject) else value
+
+
+@functools.lru_cache(maxsize=2)
+def _read_object(path: str):
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return pickle.loads(handle.read())

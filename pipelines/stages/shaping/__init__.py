@@ -10,7 +10,8 @@ trace-driven cluster simulation (policies/shaping/; docs/stages/shaping.md).
     runs ─ one table, speedups vs the baseline ─ shaping_runs ─┐
     applications ─ per cell ─ distributions ──────────────────┴─ shaping_summary
 
-The whole trace is one cluster, so the workload is one element. A component's forecasts
+The whole trace is one cluster, so the workload is one element (a file of the run, as are
+the tables grouped into it and the forecasts: pipelines/io/spill.py). A component's forecasts
 depend only on its own usage, so the forecasts (ARIMA / GP fits, the costly part) are made
 once per forecaster, in shards of series, and shared by every run of that forecaster as a
 side input (one copy, however many runs read it); each run is then an independent element
@@ -22,6 +23,7 @@ Modules: workload.py (workload, cluster and dead letters from the canonical tabl
 
 import apache_beam as beam
 
+from pipelines.io import spill
 from pipelines.io.dead_letters import DEAD_LETTERS, EXCLUSIONS, SplitByTag
 from pipelines.stages.shaping import runs as shaping_runs
 from pipelines.stages.shaping.runs import APPLICATIONS, RUNS, SUMMARY
@@ -46,20 +48,24 @@ class ShapingStage(beam.PTransform):
 
     def expand(self, tables):
         config = self._config
-        keyed = {name: tables[name] | f"Key{name}" >> beam.Map(lambda t: ("cluster", t))
-                 for name in ("instances", "usage", "machines")}
+        # One key: every table, the workload and the forecasts cross the runner as files of
+        # the run (pipelines/io/spill.py), whatever their size.
+        spill_to = spill.spill_to(min_bytes=0)
+        keyed = {name: tables[name] | f"Key{name}" >> beam.Map(
+            lambda table, to: ("cluster", spill.spilled(table, to)), spill_to)
+            for name in ("instances", "usage", "machines")}
         prepared = (keyed
                     | "GroupCluster" >> beam.CoGroupByKey()
-                    | "Prepare" >> beam.FlatMap(prepare, config)
+                    | "Prepare" >> beam.FlatMap(prepare, config, spill_to)
                     | "SplitPrepared" >> SplitByTag((WORKLOAD, DEAD_LETTERS, EXCLUSIONS)))
         workload = beam.pvalue.AsSingleton(prepared[WORKLOAD])
         forecasts = (prepared[WORKLOAD]
                      | "ForecastTasks" >> beam.FlatMap(shaping_runs.forecast_tasks, config)
                      # One element per (forecaster, shard), spread over workers.
                      | "GroupForecastTasks" >> beam.GroupByKey()
-                     | "Forecast" >> beam.Map(shaping_runs.forecast_shard, config)
+                     | "Forecast" >> beam.Map(shaping_runs.forecast_shard, config, spill_to)
                      | "GroupShards" >> beam.GroupByKey()
-                     | "MergeShards" >> beam.Map(shaping_runs.merge_forecasts))
+                     | "MergeShards" >> beam.Map(shaping_runs.merge_forecasts, spill_to))
         results = (prepared[WORKLOAD]
                    | "FanOut" >> beam.FlatMap(shaping_runs.fan_out, config)
                    # Spreads the runs over workers (a fan-out alone stays on one).

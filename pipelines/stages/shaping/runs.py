@@ -10,8 +10,8 @@ import pyarrow as pa
 from configs import fleetcast_pb2
 from configs.checks import size
 from pipelines import schemas
+from pipelines.io import spill
 from pipelines.io.failures import RunFailed
-from pipelines.stages.shaping.workload import ShapingInput
 from policies.shaping.cluster.simulator import simulate
 from policies.shaping.forecasters import forecast_workload, series_representatives
 from policies.shaping.metrics import (
@@ -114,36 +114,44 @@ def check_forecast_size(workload, config):
             f"more than {size(MAX_FORECAST_BYTES)}: shorten the interval")
 
 
-def forecast_tasks(shaping_input: ShapingInput, config):
-    """((forecaster, shard), (shards, ShapingInput)) per forecaster and shard of the usage
-    series."""
-    check_forecast_size(shaping_input.workload, config)
-    shards = min(config.forecast_shards, len(series_representatives(shaping_input.workload)))
+# The workload (ShapingInput) and Forecasts below may be SpilledObject references to them
+# (pipelines/io/spill.py): each step reads what it is given with spill.load_object.
+
+
+def forecast_tasks(shaping_input, config):
+    """((forecaster, shard), (shards, the ShapingInput as given)) per forecaster and shard
+    of the usage series."""
+    workload = spill.load_object(shaping_input).workload
+    check_forecast_size(workload, config)
+    shards = min(config.forecast_shards, len(series_representatives(workload)))
     for name in forecaster_names(config):
         for shard in range(shards):
             yield (name, shard), (shards, shaping_input)
 
 
-def forecast_shard(element, config):
+def forecast_shard(element, config, spill_to: Optional[spill.SpillTo] = None):
     """((forecaster, shard), [(shards, ShapingInput)]) → (forecaster, Forecasts of the
-    shard's series; NaN elsewhere)."""
+    shard's series, NaN elsewhere; spilled as `spill_to` says)."""
     (name, shard), ((shards, shaping_input),) = element
-    representatives = series_representatives(shaping_input.workload)[shard::shards]
+    workload = spill.load_object(shaping_input).workload
+    representatives = series_representatives(workload)[shard::shards]
     forecaster = SHAPING_FORECASTERS[name](config)
-    return name, forecast_workload(shaping_input.workload, forecaster, representatives)
+    return name, spill.spilled_object(forecast_workload(workload, forecaster, representatives),
+                                      spill_to)
 
 
-def merge_forecasts(element):
-    """(forecaster, [Forecasts of shards]) → (forecaster, Forecasts)."""
+def merge_forecasts(element, spill_to: Optional[spill.SpillTo] = None):
+    """(forecaster, [Forecasts of shards]) → (forecaster, Forecasts, spilled as `spill_to`
+    says)."""
     name, parts = element
-    parts = list(parts)
+    parts = [spill.load_object(part) for part in parts]
     merged = parts[0]
     for part in parts[1:]:
         merged = merged.merged(part)
-    return name, merged
+    return name, spill.spilled_object(merged, spill_to)
 
 
-def fan_out(shaping_input: ShapingInput, config):
+def fan_out(shaping_input, config):
     """((index, None), RunSpec) per configured run (the workload element only triggers the
     runs: they read it as a side input)."""
     for i, spec in enumerate(run_specs(config)):
@@ -170,11 +178,12 @@ def with_load(workload, config, cluster, target: Optional[float]):
     return workload.with_arrival_rate(scale)
 
 
-def run(element, config, shaping_input: ShapingInput, forecasts_by_name: dict):
+def run(element, config, shaping_input, forecasts_by_name: dict):
     """((i, None), [RunSpec]) → (RUNS, row) and (APPLICATIONS, table); the forecasts of the
     run's forecaster come from `forecasts_by_name` (none for the baseline)."""
     _, (spec,) = element
-    forecasts = forecasts_by_name.get(spec.forecaster)
+    shaping_input = spill.load_object(shaping_input)
+    forecasts = spill.load_object(forecasts_by_name.get(spec.forecaster))
     rng = np.random.default_rng(spec.seed)
     workload = shaping_input.workload
     if config.sampled_applications:

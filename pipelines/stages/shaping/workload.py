@@ -19,6 +19,7 @@ dead letter (the row contradicts the machines table); the rest are exclusions (E
 """
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 from configs import fleetcast_pb2
 from configs.units import US_PER_S
 from pipelines import schemas
-from pipelines.io import sharding
+from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.pools import hosts_of_machines
@@ -210,14 +211,15 @@ def with_usage_only_instances(instances: pa.Table, usage: pa.Table) -> pa.Table:
     return pa.concat_tables([instances, added])
 
 
-def prepare(element, config):
-    """(key, {instances, usage, machines}) → (WORKLOAD, ShapingInput), dead letters and
+def prepare(element, config, spill_to: Optional[spill.SpillTo] = None):
+    """(key, {instances, usage, machines}: tables or Spilled references) → (WORKLOAD,
+    ShapingInput, as a SpilledObject when `spill_to` says so), dead letters and
     exclusions."""
     _, grouped = element
-    usage = sharding.concat(grouped["usage"], schemas.USAGE)
+    usage = sharding.concat(map(spill.load, grouped["usage"]), schemas.USAGE)
     instances = with_usage_only_instances(
-        sharding.concat(grouped["instances"], schemas.INSTANCES), usage)
-    machines = sharding.concat(grouped["machines"], schemas.MACHINES)
+        sharding.concat(map(spill.load, grouped["instances"]), schemas.INSTANCES), usage)
+    machines = sharding.concat(map(spill.load, grouped["machines"]), schemas.MACHINES)
     if not instances.num_rows:
         return
     cluster = cluster_of(config, machines)
@@ -244,7 +246,7 @@ def prepare(element, config):
         workload = workload.with_runtime_scale(scaled_runtime(workload, config))
         if config.usage_model == fleetcast_pb2.ShapingConfig.RANDOM_WALK:
             workload = random_walk_usage(workload, config)
-        yield WORKLOAD, ShapingInput(workload, cluster)
+        yield WORKLOAD, spill.spilled_object(ShapingInput(workload, cluster), spill_to)
 
 
 def scaled_runtime(workload: Workload, config) -> int:

@@ -1,0 +1,220 @@
+"""`fleetcast worker-pool`: the Python workers of a Flink or Spark run with
+--environment_type=EXTERNAL.
+
+A portable runner asks a worker pool (`--environment_config=HOST:PORT`) to start an SDK worker
+for each of its task slots' environments. Beam's own pool (`worker_pool_main`) starts them as
+whatever `python` is first on PATH, hands them neither the pipeline options nor the runner's
+log channel, and answers before the worker has started: a worker that cannot import Beam dies
+and the job waits for it forever. This pool
+
+- starts each worker with its own interpreter (the venv fleetcast is installed in), from its
+  own directory, through Beam's worker entry point with the job's options and log channel
+  (as Beam's container boot program does);
+- answers the runner only once the worker is up, or with the worker's error after it exited
+  or READY_TIMEOUT_S went by, so such a job fails at once instead of hanging;
+- ends its workers when it ends (SIGTERM, SIGINT, or SIGKILL: each worker watches the pool).
+"""
+
+import argparse
+import collections
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from typing import Dict, Optional
+
+import grpc
+from apache_beam.portability.api import (
+    beam_fn_api_pb2,
+    beam_fn_api_pb2_grpc,
+    beam_provision_api_pb2,
+    beam_provision_api_pb2_grpc,
+)
+from google.protobuf import json_format, text_format
+
+from pipelines import heap, worker_guard
+
+_LOG = logging.getLogger("fleetcast.worker_pool")
+READY_TIMEOUT_S = 60.0
+READY = "fleetcast-worker-ready"
+FAILED = "fleetcast-worker-failed: "
+
+
+class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
+    """Starts and stops SDK worker processes for a runner's StartWorker / StopWorker calls."""
+
+    def __init__(self, ready_timeout_s: float = READY_TIMEOUT_S):
+        self.ready_timeout_s = ready_timeout_s
+        self._workers: Dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def StartWorker(self, request, context=None):  # noqa: N802 (gRPC's method name)
+        command = [sys.executable, "-m", "pipelines.worker_pool", "--worker", "--id",
+                   request.worker_id, "--provision_endpoint", request.provision_endpoint.url]
+        env = dict(os.environ, **{worker_guard.ENV: str(os.getpid())})
+        _LOG.info("starting worker %s for %s", request.worker_id, request.control_endpoint.url)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=env, text=True, close_fds=True)
+        last_lines = collections.deque(maxlen=20)
+        threading.Thread(target=_forward, args=(process.stderr, last_lines), daemon=True).start()
+        with self._lock:
+            self._workers[request.worker_id] = process
+        error = self._wait_until_up(process, last_lines)
+        if error:
+            with self._lock:
+                self._workers.pop(request.worker_id, None)
+            _LOG.error("worker %s did not start: %s", request.worker_id, error)
+            return beam_fn_api_pb2.StartWorkerResponse(
+                error=f"fleetcast worker pool: worker {request.worker_id} did not start: {error}")
+        return beam_fn_api_pb2.StartWorkerResponse()
+
+    def _wait_until_up(self, process: subprocess.Popen, stderr_lines) -> Optional[str]:
+        """None once `process` says it is up; else why it is not (it is ended then)."""
+        lines = []
+        reader = threading.Thread(target=_read_until_ready, args=(process.stdout, lines),
+                                  daemon=True)
+        reader.start()
+        reader.join(self.ready_timeout_s)
+        if lines and lines[-1] == READY:
+            return None
+        failure = next((line[len(FAILED):] for line in lines if line.startswith(FAILED)), None)
+        if reader.is_alive():
+            process.kill()
+            return f"not up after {self.ready_timeout_s:g} s (its log is the pool's)"
+        code = process.wait()
+        time.sleep(0.1)  # its last stderr lines through _forward
+        said = next((line for line in reversed(stderr_lines) if line.strip()), "")
+        return failure or (f"exited with status {code} before it was up"
+                           + (f": {said.strip()}" if said else ""))
+
+    def StopWorker(self, request, context=None):  # noqa: N802
+        with self._lock:
+            process = self._workers.pop(request.worker_id, None)
+        if process is not None:
+            _LOG.info("stopping worker %s", request.worker_id)
+            _end(process)
+        return beam_fn_api_pb2.StopWorkerResponse()
+
+    def stop_all(self):
+        with self._lock:
+            processes, self._workers = list(self._workers.values()), {}
+        for process in processes:
+            _end(process)
+
+
+def _read_until_ready(stream, lines: list):
+    """Appends `stream`'s lines to `lines` until READY, then drains it (a worker writing to a
+    full pipe would block)."""
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+        if lines[-1] == READY:
+            break
+    threading.Thread(target=stream.read, daemon=True).start()
+
+
+def _forward(stream, last_lines):
+    """Copies a worker's stderr to the pool's, keeping its last lines in `last_lines`."""
+    for line in stream:
+        last_lines.append(line.rstrip("\n"))
+        sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+def _end(process: subprocess.Popen, timeout_s: float = 5.0):
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def serve(port: int, ready_timeout_s: float = READY_TIMEOUT_S):
+    """Serves the pool on `port` of every interface until SIGTERM or SIGINT; its workers end
+    with it."""
+    pool = WorkerPool(ready_timeout_s)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
+    try:
+        bound = server.add_insecure_port(f"[::]:{port}")
+    except RuntimeError:  # grpcio refuses a port it cannot bind
+        bound = 0
+    if not bound:
+        raise OSError(f"cannot listen on port {port} (taken by another program?)")
+    stopped = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopped.set())
+    server.start()
+    print(f"fleetcast worker-pool: listening on port {bound} "
+          f"(--environment_type=EXTERNAL --environment_config=HOST:{bound}); workers run "
+          f"{sys.executable} in {os.getcwd()}", flush=True)
+    stopped.wait()
+    server.stop(grace=None)
+    pool.stop_all()
+
+
+def provision_info(worker_id: str, endpoint: str):
+    """The job's ProvisionInfo (options, log and control endpoints) for worker `worker_id`."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = beam_provision_api_pb2_grpc.ProvisionServiceStub(channel)
+        return stub.GetProvisionInfo(beam_provision_api_pb2.GetProvisionInfoRequest(),
+                                     metadata=[("worker_id", worker_id)], timeout=30).info
+
+
+def worker_main(worker_id: str, provision_endpoint: str):
+    """An SDK worker: Beam's entry point with the job's options and the runner's log channel
+    (what the container boot program sets up), once it has said it is up on stdout."""
+    try:
+        from apache_beam.runners.worker import sdk_worker_main
+
+        import pipelines.run  # noqa: F401 (fleetcast and every stage import, or fail now)
+        info = provision_info(worker_id, provision_endpoint)
+    except grpc.RpcError as e:
+        print(f"{FAILED}the runner's provisioning service at {provision_endpoint}: "
+              f"{e.code().name}: {e.details()}", flush=True)
+        raise
+    except Exception as e:  # pylint: disable=broad-except
+        print(f"{FAILED}{type(e).__name__}: {' '.join(str(e).split())[:300]}", flush=True)
+        raise
+    os.environ.update({
+        "WORKER_ID": worker_id,
+        "PIPELINE_OPTIONS": json.dumps(
+            {"options": json_format.MessageToDict(info.pipeline_options)}),
+        "CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(info.control_endpoint),
+        "LOGGING_API_SERVICE_DESCRIPTOR": text_format.MessageToString(info.logging_endpoint),
+    })
+    worker_guard.watch_run_process()  # ends this worker when the pool ends
+    print(READY, flush=True)
+    sdk_worker_main.main([])
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="fleetcast worker-pool", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=50000,
+                        help="the port runners reach the pool on (default 50000)")
+    parser.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S,
+                        help="how long a starting worker may take (default %(default)s)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--id", help=argparse.SUPPRESS)
+    parser.add_argument("--provision_endpoint", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    heap.map_large_blocks()
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.worker:
+        worker_main(args.id, args.provision_endpoint)
+        return
+    serve(args.port, args.ready_timeout_s)
+
+
+if __name__ == "__main__":
+    main()
