@@ -66,7 +66,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
         return True
@@ -85,7 +85,7 @@ def worker_pool(cwd, port: Optional[int] = None, extra_args=(), log_path=None):
                                cwd=str(cwd), stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
-        while not _listening(port):
+        while not listening(port):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"fleetcast worker-pool on port {port} did not start")
             time.sleep(0.2)

@@ -258,11 +258,13 @@ def run(config, output_dir: str, beam_args=(), counters: Optional[dict] = None):
     area = publish.StagingArea.open(built_output.parquet_dir or output_dir)
     portable.name_job(options, area.run_id)
     publisher = bigquery.Publisher(area.extra_dir("bigquery"), area.run_id)
+    counters = {} if counters is None else counters
     try:
         started_at = publish.now_utc()
         outputs = _run_pipeline(config, built_output, output_dir, options, area, publisher,
                                 counters)
-        publish_run(area, publisher, config, built_output, outputs, started_at, config_text)
+        publish_run(area, publisher, config, built_output, outputs, started_at, config_text,
+                    counters)
     finally:
         area.release()
     return output, outputs
@@ -355,12 +357,18 @@ def _staged_table(area: publish.StagingArea, publisher: bigquery.Publisher,
 
 
 def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config,
-                output: OutputSpec, tables, started_at: str, config_text: Optional[str] = None):
+                output: OutputSpec, tables, started_at: str, config_text: Optional[str] = None,
+                counters: Optional[dict] = None):
     """Publishes a finished run's staged tables (BigQuery ones first) with its manifest,
     unless a source table had every row rejected: then the run fails and its tables are
     kept aside (or, with `output.allow_all_rows_rejected`, it is published with a
-    warning). An overcommit filter that kept no usage window is published with a
-    warning."""
+    warning), or a table's files hold fewer rows than `counters` say its sink wrote. An
+    overcommit filter that kept no usage window is published with a warning.
+    `config_text` is the config as written (for the manifest)."""
+    carried = _carried_tables(config, area)
+    if output.parquet_dir is not None:
+        _check_rows_reached_the_root(area, area.manifest(carried_tables=carried),
+                                     counters or {})
     if "source_counts" in tables:
         problem = all_rejected(
             _staged_table(area, publisher, output, "source_counts"),
@@ -397,9 +405,28 @@ def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config
         # --output_dir, and an earlier run's results there, alone.
         area.discard()
         return
-    # A table loaded from the output root itself stays there, in the new manifest too.
-    carried = [name for name in loaded_tables(config)
-               if getattr(config, name).input.parquet.rstrip("/")
-               == FileSystems.join(area.root, name)]
     area.publish(area.manifest(carried_tables=carried, finished_at=publish.now_utc(),
                                **run_fields))
+
+
+def _carried_tables(config, area: publish.StagingArea):
+    """The tables loaded from the output root itself: they stay there, in the new manifest
+    too."""
+    return [name for name in loaded_tables(config)
+            if getattr(config, name).input.parquet.rstrip("/")
+            == FileSystems.join(area.root, name)]
+
+
+def _check_rows_reached_the_root(area: publish.StagingArea, manifest: dict, counters: dict):
+    """RunFailed, nothing published, when a table's staged files hold fewer rows than the
+    workers counted writing (`<table>.rows_written`): workers on other machines wrote them to
+    a folder of their own, not to one this process shares."""
+    for name, table in manifest["tables"].items():
+        written = counters.get(f"{name}.rows_written")
+        if written is not None and "rows" in table and table["rows"] < written:
+            area.discard()
+            raise RunFailed(
+                f"{name}: the workers wrote {written:,} rows and {table['rows']:,} of them "
+                f"are under {area.root}: the output directory must be a file system that "
+                "this process and every worker share (NFS, gs://, s3://, hdfs://: "
+                "docs/runners.md#where-outputs-go); nothing was published")

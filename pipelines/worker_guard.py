@@ -2,7 +2,7 @@
 
 With --direct_running_mode=multi_processing Beam starts each SDK worker under `sh -c`, and a
 worker whose runner is killed keeps computing (on SIGINT the runner even waits for it
-forever). Two guards:
+forever). Three guards:
 
 - `ended_by_signals` (the run command): SIGTERM or SIGINT sends SIGTERM to every descendant
   of fleetcast (Linux /proc), then ends fleetcast by the same signal;

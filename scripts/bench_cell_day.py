@@ -3,12 +3,18 @@
     python scripts/bench_cell_day.py [--machines 12000] [--data_dir DIR] [--out_dir DIR]
         [--format parquet|json] [--workers 2] [--skip_stages] [--skip_whole]
         [--dask] [--dask_memory_limit 10GB] [--dask_npartitions N] [--ingest_and_overcommit]
+        [--engine flink|spark [--environment external|loopback] [--parallelism N]]
+        [--reference DIR]
 
 Generates the synthetic cell-day (`fleetcast synth`) into --data_dir, or reuses one of the
 same arguments, then times under `/usr/bin/time -v` the whole config in one run, and the
 config cut into stages run one after the other ("tables", "overcommit",
 "lifetime+placement", each reading the previous one's tables), on the DirectRunner with
---workers processes or with --dask on a local Dask cluster started here.
+--workers processes, with --dask on a local Dask cluster started here, or with --engine on
+the Flink or Spark cluster of scripts/engines.sh (EXTERNAL: a `fleetcast worker-pool` started
+here, --parallelism task slots and Python workers; the cluster's processes count in the CPU
+and memory figures, and a line per process says what each used). --reference compares the
+whole run's tables with an earlier run's results directory (scripts/compare_results.py).
 --ingest_and_overcommit drops the lifetime and placement stages. What each figure counts
 (wall, CPU, peak RSS, peak anonymous memory) is on docs/performance.md; the last line reads
 `cell_day: windows=N wall_s=S cpu_s=C peak_rss_gb=G windows_per_s=R`.
@@ -108,14 +114,15 @@ def sample(pid: int) -> tuple:
 
 
 def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
-    """({wall_s, cpu_s, rss_gb, anon_gb}, stdout) of `command` under /usr/bin/time -v; rss_gb
-    is the largest process's peak resident set, anon_gb the largest peak anonymous memory of
-    one process, sampled every second (`sample`), of the command's processes and those of
-    `cluster_pids` (and their descendants), whose CPU seconds cpu_s includes. A failure
-    exits with its stderr's last lines."""
+    """({wall_s, cpu_s, rss_gb, anon_gb, processes}, stdout) of `command` under
+    /usr/bin/time -v; rss_gb is the largest process's peak resident set, anon_gb the largest
+    peak anonymous memory of one process, sampled every second (`sample`), of the command's
+    processes and those of `cluster_pids` (and their descendants), whose CPU seconds cpu_s
+    includes; processes maps each sampled pid to (what it runs, CPU seconds at its last
+    sample, peak anonymous GB). A failure exits with its stderr's last lines."""
     process = subprocess.Popen(["/usr/bin/time", "-v", *command], cwd=cwd, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak_anon_kb, cluster_cpu_s = {}, {}
+    peak_anon_kb, cpu_s, names, cluster = {}, {}, {}, set()
     while True:
         try:
             stdout, stderr = process.communicate(timeout=1)
@@ -127,8 +134,8 @@ def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
                 sampled = sample(pid)
                 if sampled is not None:
                     peak_anon_kb[pid] = max(sampled[0], peak_anon_kb.get(pid, 0))
-                    if pid in cluster:
-                        cluster_cpu_s[pid] = sampled[1]
+                    cpu_s[pid] = sampled[1]
+                    names.setdefault(pid, process_name(pid))
     if process.returncode != 0:
         sys.exit(f"bench_cell_day: {' '.join(command[:3])} failed:\n"
                  + "\n".join(stderr.splitlines()[-30:]))
@@ -140,9 +147,34 @@ def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
     clock = [float(part) for part in values["wall"].split(":")]
     wall_s = sum(part * 60 ** i for i, part in enumerate(reversed(clock)))
     return {"wall_s": wall_s, "cpu_s": float(values["user_s"]) + float(values["system_s"])
-            + sum(cluster_cpu_s.values()),
+            + sum(cpu_s[pid] for pid in cluster if pid in cpu_s),
             "rss_gb": int(values["rss_kb"]) / 2 ** 20,
-            "anon_gb": max(peak_anon_kb.values(), default=0) / 2 ** 20}, stdout
+            "anon_gb": max(peak_anon_kb.values(), default=0) / 2 ** 20,
+            "processes": {pid: (names[pid], cpu_s[pid], peak_anon_kb[pid] / 2 ** 20)
+                          for pid in cpu_s}}, stdout
+
+
+def process_name(pid: int) -> str:
+    """What process `pid` runs, in a few words (its command line's telling part)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return "?"
+    text = " ".join(argv)
+    for marker, name in (("TaskManagerRunner", "Flink TaskManager"),
+                         ("StandaloneSessionClusterEntrypoint", "Flink JobManager"),
+                         ("job-server", "Beam job server"), ("deploy.worker.Worker",
+                                                             "Spark Worker"),
+                         ("deploy.master.Master", "Spark Master"),
+                         ("CoarseGrainedExecutorBackend", "Spark executor"),
+                         ("worker_pool --worker", "Python worker"),
+                         ("worker-pool", "worker pool"), ("sdk_worker_main", "Python worker"),
+                         ("fleetcast run", "fleetcast run (submitter)"),
+                         ("/usr/bin/time", "time")):
+        if marker in text:
+            return name
+    return os.path.basename(argv[0]) if argv else "?"
 
 
 @contextlib.contextmanager
@@ -221,6 +253,8 @@ def run(config: fleetcast_pb2.RunConfig, out_dir: str, args) -> dict:
     with open(path, "w") as f:
         f.write(text_format.MessageToString(config))
     command = [FLEETCAST, "run", path, "--output_dir", os.path.join(out_dir, config.name), "-q"]
+    if args.engine:
+        return run_on_engine(command, out_dir, args)
     if not args.dask:
         measured, _ = timed(command + [f"--direct_num_workers={args.workers}",
                                        "--direct_running_mode=multi_processing"])
@@ -233,6 +267,40 @@ def run(config: fleetcast_pb2.RunConfig, out_dir: str, args) -> dict:
             f"--dask_npartitions={args.dask_npartitions or args.shards}"],
             cluster_pids=pids)
     return measured
+
+
+def run_on_engine(command: list, out_dir: str, args) -> dict:
+    """The costs of `command` on the --engine cluster of scripts/engines.sh, its processes'
+    CPU and memory included (the cluster's daemons, and a worker pool for EXTERNAL)."""
+    from fleetcast_testing import engines
+    why = engines.why_not_up(args.engine)
+    if why:
+        sys.exit(f"bench_cell_day: {why}")
+    run_dir = engines.engines_dir() / "run"
+    daemons = [int(open(path).read().split()[-1]) for path in run_dir.glob("*.pid")
+               if args.engine in path.name]
+    parallelism = [f"--parallelism={args.parallelism}",
+                   f"--sdk_worker_parallelism={args.parallelism}"]
+    pool_dir = tempfile.mkdtemp(prefix="pool_", dir=out_dir)
+    pool = (engines.worker_pool(pool_dir, log_path=os.path.join(pool_dir, "pool.log"))
+            if args.environment == "external" else contextlib.nullcontext())
+    with pool as port:
+        options = engines.run_options(args.engine, args.environment, port)
+        measured, _ = timed(command + options + parallelism,
+                            cluster_pids=daemons + pool_pids(port))
+    for name, cpu_s, anon_gb in sorted(measured["processes"].values(), key=lambda p: -p[1]):
+        if cpu_s >= 1:
+            print(f"  process {name}: cpu_s={cpu_s:.1f} peak_anon_gb={anon_gb:.2f}")
+    return measured
+
+
+def pool_pids(port) -> list:
+    """The pid of the worker pool listening on `port` (none for LOOPBACK)."""
+    if port is None:
+        return []
+    found = subprocess.run(["pgrep", "-f", f"worker-pool --port {port}"], capture_output=True,
+                           text=True, check=False).stdout.split()
+    return [int(pid) for pid in found]
 
 
 def main():
@@ -253,6 +321,13 @@ def main():
                         help="Dask partitions (default: --shards, a partition per file)")
     parser.add_argument("--ingest_and_overcommit", action="store_true",
                         help="without the lifetime and placement stages")
+    parser.add_argument("--engine", choices=("flink", "spark"),
+                        help="run on the cluster of scripts/engines.sh")
+    parser.add_argument("--environment", choices=("external", "loopback"), default="external",
+                        help="the engine's Python workers")
+    parser.add_argument("--parallelism", type=int, default=2,
+                        help="the engine's task slots used and Python workers")
+    parser.add_argument("--reference", help="a results directory the whole run must equal")
     parser.add_argument("--skip_whole", action="store_true", help="only the stage runs")
     parser.add_argument("--skip_stages", action="store_true", help="only the whole run")
     args = parser.parse_args()
@@ -270,6 +345,13 @@ def main():
     if not args.skip_whole:
         total = run(config, out_dir, args)
         print(line("whole run", total))
+        if args.reference:
+            compared = subprocess.run([sys.executable, os.path.join(REPO, "scripts",
+                                                                    "compare_results.py"),
+                                       args.reference, os.path.join(out_dir, config.name)],
+                                      capture_output=True, text=True, check=False)
+            print("tables " + ("identical to " if compared.returncode == 0 else
+                               "DIFFER from ") + args.reference)
     if not args.skip_stages:
         stages = {name: run(stage, out_dir, args)
                   for name, stage in stage_configs(config, out_dir).items()}

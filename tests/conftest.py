@@ -31,7 +31,7 @@ from fleetcast_testing.azure_samples import (  # noqa: E402
 from pipelines.io.manifests import MANIFEST  # noqa: E402
 from predictors.lifetime.examples import make_uptime_examples  # noqa: E402
 from predictors.lifetime.uptime_model import UptimeLifetimeModel  # noqa: E402
-from tests.helpers import DEMO_CONFIG, FLEETCAST, require_sample  # noqa: E402
+from tests.helpers import DEMO_CONFIG, FLEETCAST, counters_printed, require_sample  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -90,4 +90,11 @@ def direct_demo(tmp_path_factory):
                 [FLEETCAST, "run", str(DEMO_CONFIG), "--output_dir", str(results), "-q"],
                 capture_output=True, text=True, check=False)
             assert done.returncode == 0, done.stderr[-3000:]
+            (shared / "direct_demo.stdout").write_text(done.stdout)
     return results
+
+
+@pytest.fixture(scope="session")
+def direct_demo_counters(direct_demo):
+    """The counters that the DirectRunner's demo printed."""
+    return counters_printed((direct_demo.parent / "direct_demo.stdout").read_text())

@@ -120,6 +120,39 @@ def assert_same_results(expected_dir, got_dir) -> None:
     assert compared.returncode == 0 and not different and len(lines) > 10, compared.stdout
 
 
+def counters_printed(stdout: str) -> dict:
+    """{counter: value} of the counters block that `fleetcast run` printed."""
+    section = stdout.split("Counters (Beam Metrics, namespace fleetcast):\n", 1)[1]
+    return {name: int(value.replace(",", ""))
+            for name, value in re.findall(r"^  (\S+)\s+([\d,]+)$", section, re.MULTILINE)}
+
+
+def start_demo(output_dir, options=(), cwd=REPO) -> subprocess.Popen:
+    """`fleetcast run configs/demo.textproto --output_dir OUTPUT_DIR -q OPTIONS...` started in
+    `cwd` (its output captured)."""
+    return subprocess.Popen([FLEETCAST, "run", str(DEMO_CONFIG), "--output_dir",
+                             str(output_dir), "-q", *options], cwd=str(cwd),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(process: subprocess.Popen, timeout_s: float = 600) -> tuple:
+    """(exit code, stdout, stderr) of a started command once it ends."""
+    out, err = process.communicate(timeout=timeout_s)
+    return process.returncode, out, err
+
+
+def require_engine(service: str) -> dict:
+    """engines.json's description once `service` (flink, spark) of scripts/engines.sh is up;
+    else skips the calling test, or fails it where CI set FLEETCAST_REQUIRE_ENGINES."""
+    from fleetcast_testing import engines
+    why = engines.why_not_up(service)
+    if why and os.environ.get("FLEETCAST_REQUIRE_ENGINES"):
+        pytest.fail(why)
+    if why:
+        pytest.skip(why)
+    return engines.description()
+
+
 def write_gz_lines(path, lines) -> None:
     """A gzipped text file holding `lines`, each ended by a newline."""
     with gzip.open(path, "wt") as f:

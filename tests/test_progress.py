@@ -12,6 +12,7 @@ import time
 import pytest
 
 from pipelines import progress
+from tests.helpers import counters_printed
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 # Every stage on a tiny synthetic trace (a few seconds on the DirectRunner).
@@ -44,12 +45,6 @@ def fleetcast_run(tmp_path, *args):
     (tmp_path / "small.textproto").write_text(SMALL_ALL_STAGES)
     return subprocess.run([str(FLEETCAST), "run", "small.textproto", "--output_dir", "out",
                            *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-
-
-def counters_printed(stdout: str) -> dict:
-    section = stdout.split("Counters (Beam Metrics, namespace fleetcast):\n", 1)[1]
-    return {name: int(value.replace(",", ""))
-            for name, value in re.findall(r"^  (\S+)\s+([\d,]+)$", section, re.MULTILINE)}
 
 
 @pytest.fixture(scope="module")

@@ -8,37 +8,28 @@ when it is not up.
 """
 
 import json
-import os
 import signal
-import subprocess
 import time
 import urllib.request
 
 import pytest
 
 from fleetcast_testing import engines
-from tests.helpers import DEMO_CONFIG, FLEETCAST, REPO, assert_same_results
+from tests.helpers import (
+    assert_same_results,
+    counters_printed,
+    finished,
+    require_engine,
+    start_demo,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-RUN_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
 def spark():
     """engines.json's description of the running cluster."""
-    why = engines.why_not_up("spark")
-    if why and os.environ.get("FLEETCAST_REQUIRE_ENGINES"):
-        pytest.fail(why)
-    if why:
-        pytest.skip(why)
-    return engines.description()
-
-
-def run_demo(output_dir, options, cwd=REPO):
-    done = subprocess.run([FLEETCAST, "run", str(DEMO_CONFIG), "--output_dir", str(output_dir),
-                           "-q", *options], cwd=str(cwd), capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S, check=False)
-    return done.returncode, done.stdout, done.stderr
+    return require_engine("spark")
 
 
 def applications(spark, state: str) -> list:
@@ -47,26 +38,24 @@ def applications(spark, state: str) -> list:
 
 
 def test_demo_on_spark_with_loopback_workers_gives_the_direct_runners_tables(
-        spark, direct_demo, tmp_path):
-    code, out, err = run_demo(tmp_path / "spark", engines.run_options("spark"))
+        spark, direct_demo, direct_demo_counters, tmp_path):
+    code, out, err = finished(start_demo(tmp_path / "spark", engines.run_options("spark")))
     assert code == 0, err[-3000:]
     assert "Really starting service" not in err and "Traceback" not in err, err[-3000:]
-    assert "overcommit.machines_scored" in out  # the counters, through the job server
+    assert counters_printed(out) == direct_demo_counters  # through the job server
     assert_same_results(direct_demo, tmp_path / "spark")
 
 
 def test_an_interrupted_run_ends_its_spark_application(spark, tmp_path):
-    run = subprocess.Popen([FLEETCAST, "run", str(DEMO_CONFIG), "--output_dir",
-                            str(tmp_path / "out"), "-q", *engines.run_options("spark")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = start_demo(tmp_path / "out", engines.run_options("spark"))
     deadline = time.monotonic() + 120
     while not applications(spark, "activeapps") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert applications(spark, "activeapps"), "no Spark application started"
     time.sleep(3)
     run.send_signal(signal.SIGTERM)
-    _, err = run.communicate(timeout=RUN_TIMEOUT_S)
-    assert run.returncode == -signal.SIGTERM, err[-3000:]
+    code, _, err = finished(run)
+    assert code == -signal.SIGTERM, err[-3000:]
     deadline = time.monotonic() + 30
     while applications(spark, "activeapps") and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -80,7 +69,8 @@ def test_demo_on_spark_with_external_workers_gives_the_same_tables(spark, direct
     (tmp_path / "pool").mkdir()
     (tmp_path / "submitter").mkdir()
     with engines.worker_pool(tmp_path / "pool") as port:
-        code, _, err = run_demo("spark_external", engines.run_options("spark", "external", port),
-                                cwd=tmp_path / "submitter")
+        code, _, err = finished(start_demo("spark_external",
+                                           engines.run_options("spark", "external", port),
+                                           cwd=tmp_path / "submitter"))
     assert code == 0, err[-3000:]
     assert_same_results(direct_demo, tmp_path / "submitter" / "spark_external")

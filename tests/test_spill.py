@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines.io import publish, sharding, spill
+from pipelines.io.failures import RunFailed
 from tests.helpers import REPO, assert_tables_equal, run_text_config
 
 TABLES = ("machines", "instances", "usage", "dead_letters", "source_counts")
@@ -102,6 +103,21 @@ def test_spilled_round_trip_and_empty_table(tmp_path):
     assert spill.load(reference).equals(table)
     assert spill.spilled(table.slice(0, 0), to).num_rows == 0  # inline
     assert list(spill.split_spilled(table.slice(0, 0), np.zeros(0, np.int64), to)) == []
+
+
+def test_a_spill_file_that_is_gone_fails_the_step_naming_it(tmp_path):
+    """A table, an array or an object whose file was deleted (another run's cleanup, a disk
+    that a worker does not share) is one line naming the file, never a traceback."""
+    to = spill.SpillTo(str(tmp_path), 0)
+    writer = spill.ArrayWriter(3, np.float64, to)
+    writer.write(np.arange(3.0))
+    spilled = [(spill.load, spill.spilled(_table(100), to)), (spill.load_array, writer.close()),
+               (spill.load_object, spill.spilled_object({"x": list(range(100))}, to))]
+    for load, reference in spilled:
+        os.remove(reference.path)
+        with pytest.raises(RunFailed, match=f"^{reference.path}: a file this run wrote into "
+                                            "its staging area is gone"):
+            load(reference)
 
 
 def test_a_remote_spilled_piece_is_read_by_its_batches_alone(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.io import publish, sharding
+from pipelines.io.failures import RunFailed
 
 # Smaller tables travel inline: the runner's copies of them cost less than a file (on gs://,
 # a round trip to write and one to read). Small, because a grouping's small tables add up:
@@ -166,13 +167,23 @@ class ArrayWriter:
         return SpilledArray(self._path, self._dtype.str, self._length)
 
 
+def _gone(path: str) -> RunFailed:
+    """What a step says when a spill file of its run is not there (a local one)."""
+    return RunFailed(f"{path}: a file this run wrote into its staging area is gone: the output "
+                     "directory must be one file system for every worker, and no other run "
+                     "may delete its staging area (docs/runners.md#where-outputs-go)")
+
+
 def load_array(value) -> np.ndarray:
     """The array a SpilledArray stands for (memory-mapped, read-only, when local), anything
     else as it is."""
     if not isinstance(value, SpilledArray):
         return value
     if _local(value.path):
-        array = np.load(value.path.removeprefix("file://"), mmap_mode="r")
+        try:
+            array = np.load(value.path.removeprefix("file://"), mmap_mode="r")
+        except FileNotFoundError:
+            raise _gone(value.path) from None
     else:
         with FileSystems.open(value.path,
                               compression_type=CompressionTypes.UNCOMPRESSED) as handle:
@@ -190,7 +201,11 @@ def load(value):
     if not isinstance(value, Spilled):
         return value
     if _local(value.path):
-        return _batches(pa.memory_map(value.path.removeprefix("file://")), value)
+        try:
+            source = pa.memory_map(value.path.removeprefix("file://"))
+        except FileNotFoundError:
+            raise _gone(value.path) from None
+        return _batches(source, value)
     with FileSystems.open(value.path,
                           compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         return _batches(pa.PythonFile(handle, mode="r"), value)
@@ -234,5 +249,8 @@ def load_object(value):
 
 @functools.lru_cache(maxsize=2)
 def _read_object(path: str):
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        return pickle.loads(handle.read())
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return pickle.loads(handle.read())
+    except FileNotFoundError:
+        raise _gone(path) from None

@@ -102,8 +102,11 @@ class PlacementStage(beam.PTransform):
                                                      step_s=step_s)
                     | "SplitPools" >> SplitByTag((POOLS, DEAD_LETTERS, EXCLUSIONS)))
         side = ((beam.pvalue.AsList(tables["lifetime_models"]),) if uses_model else ())
+        # A pool's trace (32 bytes a VM) reaches the replays as a file of the run: a runner
+        # holds a side input whole (Spark's in its driver, the job server).
         pools = beam.pvalue.AsDict(prepared[POOLS] | "KeyPools" >> beam.Map(
-            lambda pool_input: (pool_input.pool, pool_input)))
+            lambda pool_input, to: (pool_input.pool, spill.spilled_object(pool_input, to)),
+            spill_to))
         replays = (prepared[POOLS]
                    | "FanOut" >> beam.FlatMap(fan_out, longest_first(specs, config))
                    # Spreads the replays over workers (a fan-out alone stays on one).

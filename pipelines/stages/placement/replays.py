@@ -13,6 +13,7 @@ import pyarrow as pa
 from configs import fleetcast_pb2
 from configs.registry import PluginFailed
 from pipelines import progress, schemas
+from pipelines.io import spill
 from pipelines.io.failures import RunFailed
 from pipelines.io.publish import staged_path
 from pipelines.stages.placement.admission import REQUESTS, admission_names, make_admission
@@ -410,16 +411,16 @@ def describe_progress(state: ReplayProgress, start_us: int, end_us: int) -> str:
     return f"{100 * done:.0f} % of the replay window, {state.arrivals:,} arrivals handled"
 
 
-def replay(element, config, pools: Dict[str, PoolInput], model_tables=(), staged_dirs=None,
+def replay(element, config, pools: Dict[str, object], model_tables=(), staged_dirs=None,
            model_sources: Optional[ModelSources] = None, overcommit=None):
     """((pool, i), [ReplaySpec]) → (TIMESERIES, table) if reported and
     (SUMMARY, (pool, summary row, reported)), plus a LARS lifetime replay's paired
     baseline-order rows (SUMMARY only) and an admission's (HOSTS, table) if reported.
-    `pools`: the PoolInput of each pool by name; `staged_dirs`: the run's (`model_path`);
-    `model_sources`: the worker's, if it keeps them (the admissions' tellers too);
-    `overcommit`: the run's OvercommitConfig, for an admission."""
+    `pools`: the PoolInput (or a SpilledObject of it) of each pool by name; `staged_dirs`:
+    the run's (`model_path`); `model_sources`: the worker's, if it keeps them (the
+    admissions' tellers too); `overcommit`: the run's OvercommitConfig, for an admission."""
     (pool, _), (spec,) = element
-    pool_input = pools[pool]
+    pool_input = spill.load_object(pools[pool])
     what = (f"placement replay {spec.policy} / {spec.lifetimes.label} / {spec.defrag}"
             f"{'' if spec.admission is None else ' / admission ' + spec.admission} on pool "
             f"{pool_input.pool}")
