@@ -339,8 +339,11 @@ def _reproduce(args) -> int:
 
 def _worker_pool(args) -> int:
     from pipelines.worker_pool import serve
+    if args.spare_workers < 0:
+        raise UsageError(f"worker-pool: --spare_workers={args.spare_workers}: must be 0 or more")
+    configure_logging()
     try:
-        serve(args.port, args.ready_timeout_s)
+        serve(args.port, args.ready_timeout_s, args.spare_workers)
     except OSError as e:  # the port is taken or not ours
         raise UsageError(f"worker-pool: {e}") from None
     return 0

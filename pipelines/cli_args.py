@@ -245,7 +245,7 @@ def _add_synth(commands):
 
 
 def _add_worker_pool(commands):
-    from pipelines.worker_pool import READY_TIMEOUT_S
+    from pipelines.worker_pool import READY_TIMEOUT_S, SPARE_WORKERS
     pool = commands.add_parser(
         "worker-pool", help="serve Python workers to Flink or Spark (EXTERNAL environment)",
         formatter_class=HelpFormatter,
@@ -260,3 +260,6 @@ def _add_worker_pool(commands):
                       help="the port the runner's workers reach the pool on")
     pool.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S, metavar="S",
                       help="how long a starting worker may take before the request fails")
+    pool.add_argument("--spare_workers", type=int, default=SPARE_WORKERS, metavar="N",
+                      help="workers kept started ahead of the runner's requests (each holds "
+                           "an interpreter with fleetcast imported, ~0.25 GB)")

@@ -9,7 +9,7 @@ and the job waits for it forever. This pool
 
 - starts each worker with its own interpreter (the venv fleetcast is installed in), from its
   own directory, through Beam's worker entry point with the job's options and log channel
-  (as Beam's container boot program does);
+  (as Beam's container boot program does), a few of them ahead of the runner's requests;
 - answers the runner only once the worker is up, or with the worker's error after it exited
   or READY_TIMEOUT_S went by, so such a job fails at once instead of hanging;
 - ends its workers when it ends (SIGTERM, SIGINT, or SIGKILL: each worker watches the pool).
@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from concurrent import futures
-from typing import Dict, Optional
+from typing import Dict
 
 import grpc
 from apache_beam.portability.api import (
@@ -41,30 +41,87 @@ from pipelines import heap, worker_guard
 
 _LOG = logging.getLogger("fleetcast.worker_pool")
 READY_TIMEOUT_S = 60.0
+SPARE_WORKERS = 2
 READY = "fleetcast-worker-ready"
 FAILED = "fleetcast-worker-failed: "
 
 
-class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
-    """Starts and stops SDK worker processes for a runner's StartWorker / StopWorker calls."""
+class _Worker:
+    """A worker process, started ahead of a request: it imports Beam and fleetcast, then
+    waits on stdin for the worker id and provisioning endpoint the runner gives."""
 
-    def __init__(self, ready_timeout_s: float = READY_TIMEOUT_S):
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.worker_pool", "--worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            close_fds=True, env=dict(os.environ, **{worker_guard.ENV: str(os.getpid())}))
+        self.last_lines = collections.deque(maxlen=20)  # of its stderr
+        threading.Thread(target=_forward, args=(self.process.stderr, self.last_lines),
+                         daemon=True).start()
+
+    def start(self, worker_id: str, provision_endpoint: str, timeout_s: float):
+        """Hands it the runner's request; None once it is up, else why not (it is ended)."""
+        try:
+            self.process.stdin.write(json.dumps({"id": worker_id,
+                                                 "provision_endpoint": provision_endpoint})
+                                     + "\n")
+            self.process.stdin.close()
+        except OSError:  # it has exited: its status and stderr say why
+            pass
+        lines = []
+        reader = threading.Thread(target=_read_until_ready, args=(self.process.stdout, lines),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if lines and lines[-1] == READY:
+            return None
+        failure = next((line[len(FAILED):] for line in lines if line.startswith(FAILED)), None)
+        if reader.is_alive():
+            self.process.kill()
+            return f"not up after {timeout_s:g} s (its log is the pool's)"
+        code = self.process.wait()
+        time.sleep(0.1)  # its last stderr lines through _forward
+        said = next((line for line in reversed(self.last_lines) if line.strip()), "")
+        return failure or (f"exited with status {code} before it was up"
+                           + (f": {said.strip()}" if said else ""))
+
+
+class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
+    """Starts and stops SDK worker processes for a runner's StartWorker / StopWorker calls,
+    keeping `spare_workers` started ahead (a runner may ask for new workers at every stage:
+    Flink's, when its runner is in the job's class loader; Spark's, without
+    --environment_cache_millis), so a request waits for no interpreter to import."""
+
+    def __init__(self, ready_timeout_s: float = READY_TIMEOUT_S,
+                 spare_workers: int = SPARE_WORKERS):
         self.ready_timeout_s = ready_timeout_s
+        self.spare_workers = spare_workers
         self._workers: Dict[str, subprocess.Popen] = {}
+        self._spares: collections.deque = collections.deque()
         self._lock = threading.Lock()
+        self._stopped = False
+        self._add_spares()
+
+    def _add_spares(self):
+        with self._lock:
+            while not self._stopped and len(self._spares) < self.spare_workers:
+                self._spares.append(_Worker())
+
+    def _take(self) -> _Worker:
+        """A spare (one that died says why when it is given the request), else a new one."""
+        with self._lock:
+            if self._spares:
+                return self._spares.popleft()
+        return _Worker()
 
     def StartWorker(self, request, context=None):  # noqa: N802 (gRPC's method name)
-        command = [sys.executable, "-m", "pipelines.worker_pool", "--worker", "--id",
-                   request.worker_id, "--provision_endpoint", request.provision_endpoint.url]
-        env = dict(os.environ, **{worker_guard.ENV: str(os.getpid())})
         _LOG.info("starting worker %s for %s", request.worker_id, request.control_endpoint.url)
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=env, text=True, close_fds=True)
-        last_lines = collections.deque(maxlen=20)
-        threading.Thread(target=_forward, args=(process.stderr, last_lines), daemon=True).start()
+        worker = self._take()
+        threading.Thread(target=self._add_spares, daemon=True).start()
         with self._lock:
-            self._workers[request.worker_id] = process
-        error = self._wait_until_up(process, last_lines)
+            self._workers[request.worker_id] = worker.process
+        error = worker.start(request.worker_id, request.provision_endpoint.url,
+                             self.ready_timeout_s)
         if error:
             with self._lock:
                 self._workers.pop(request.worker_id, None)
@@ -72,25 +129,6 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
             return beam_fn_api_pb2.StartWorkerResponse(
                 error=f"fleetcast worker pool: worker {request.worker_id} did not start: {error}")
         return beam_fn_api_pb2.StartWorkerResponse()
-
-    def _wait_until_up(self, process: subprocess.Popen, stderr_lines) -> Optional[str]:
-        """None once `process` says it is up; else why it is not (it is ended then)."""
-        lines = []
-        reader = threading.Thread(target=_read_until_ready, args=(process.stdout, lines),
-                                  daemon=True)
-        reader.start()
-        reader.join(self.ready_timeout_s)
-        if lines and lines[-1] == READY:
-            return None
-        failure = next((line[len(FAILED):] for line in lines if line.startswith(FAILED)), None)
-        if reader.is_alive():
-            process.kill()
-            return f"not up after {self.ready_timeout_s:g} s (its log is the pool's)"
-        code = process.wait()
-        time.sleep(0.1)  # its last stderr lines through _forward
-        said = next((line for line in reversed(stderr_lines) if line.strip()), "")
-        return failure or (f"exited with status {code} before it was up"
-                           + (f": {said.strip()}" if said else ""))
 
     def StopWorker(self, request, context=None):  # noqa: N802
         with self._lock:
@@ -102,7 +140,9 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
 
     def stop_all(self):
         with self._lock:
-            processes, self._workers = list(self._workers.values()), {}
+            self._stopped = True
+            processes = list(self._workers.values()) + [w.process for w in self._spares]
+            self._workers, self._spares = {}, collections.deque()
         for process in processes:
             _end(process)
 
@@ -134,18 +174,19 @@ def _end(process: subprocess.Popen, timeout_s: float = 5.0):
         process.wait()
 
 
-def serve(port: int, ready_timeout_s: float = READY_TIMEOUT_S):
+def serve(port: int, ready_timeout_s: float = READY_TIMEOUT_S,
+          spare_workers: int = SPARE_WORKERS):
     """Serves the pool on `port` of every interface until SIGTERM or SIGINT; its workers end
     with it."""
-    pool = WorkerPool(ready_timeout_s)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
     try:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         bound = server.add_insecure_port(f"[::]:{port}")
     except RuntimeError:  # grpcio refuses a port it cannot bind
         bound = 0
     if not bound:
         raise OSError(f"cannot listen on port {port} (taken by another program?)")
+    pool = WorkerPool(ready_timeout_s, spare_workers)
+    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
     stopped = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopped.set())
@@ -166,13 +207,18 @@ def provision_info(worker_id: str, endpoint: str):
                                      metadata=[("worker_id", worker_id)], timeout=30).info
 
 
-def worker_main(worker_id: str, provision_endpoint: str):
-    """An SDK worker: Beam's entry point with the job's options and the runner's log channel
-    (what the container boot program sets up), once it has said it is up on stdout."""
+def worker_main():
+    """An SDK worker: imports what a step needs, reads the runner's request from stdin, then
+    runs Beam's entry point with the job's options and the runner's log channel (what the
+    container boot program sets up), once it has said on stdout that it is up."""
     try:
         from apache_beam.runners.worker import sdk_worker_main
 
         import pipelines.run  # noqa: F401 (fleetcast and every stage import, or fail now)
+        request = json.loads(sys.stdin.readline() or "null")
+        if request is None:
+            return  # the pool ended before it gave this spare a request
+        worker_id, provision_endpoint = request["id"], request["provision_endpoint"]
         info = provision_info(worker_id, provision_endpoint)
     except grpc.RpcError as e:
         print(f"{FAILED}the runner's provisioning service at {provision_endpoint}: "
@@ -194,15 +240,12 @@ def worker_main(worker_id: str, provision_endpoint: str):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="fleetcast worker-pool", description=__doc__.split(
-        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=50000,
-                        help="the port runners reach the pool on (default 50000)")
-    parser.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S,
-                        help="how long a starting worker may take (default %(default)s)")
+    parser = argparse.ArgumentParser(prog="python -m pipelines.worker_pool",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=50000)
+    parser.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S)
+    parser.add_argument("--spare_workers", type=int, default=SPARE_WORKERS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--id", help=argparse.SUPPRESS)
-    parser.add_argument("--provision_endpoint", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -211,9 +254,9 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.worker:
-        worker_main(args.id, args.provision_endpoint)
+        worker_main()
         return
-    serve(args.port, args.ready_timeout_s)
+    serve(args.port, args.ready_timeout_s, args.spare_workers)
 
 
 if __name__ == "__main__":

@@ -117,9 +117,13 @@ def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
     """({wall_s, cpu_s, rss_gb, anon_gb, processes}, stdout) of `command` under
     /usr/bin/time -v; rss_gb is the largest process's peak resident set, anon_gb the largest
     peak anonymous memory of one process, sampled every second (`sample`), of the command's
-    processes and those of `cluster_pids` (and their descendants), whose CPU seconds cpu_s
-    includes; processes maps each sampled pid to (what it runs, CPU seconds at its last
-    sample, peak anonymous GB). A failure exits with its stderr's last lines."""
+    processes and those of `cluster_pids` (and their descendants), whose CPU seconds from the
+    command's start cpu_s includes; processes maps each sampled pid to (what it runs, its CPU
+    seconds over the command, peak anonymous GB). A failure exits with its stderr's last
+    lines."""
+    # A cluster's daemons ran before: their CPU seconds count from here.
+    cpu_before = {pid: sampled[1] for pid in set().union(*process_trees(*cluster_pids))
+                  if (sampled := sample(pid)) is not None}
     process = subprocess.Popen(["/usr/bin/time", "-v", *command], cwd=cwd, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak_anon_kb, cpu_s, names, cluster = {}, {}, {}, set()
@@ -129,12 +133,12 @@ def timed(command: list, cwd: str = REPO, cluster_pids=()) -> tuple:
             break
         except subprocess.TimeoutExpired:
             command_tree, *cluster_trees = process_trees(process.pid, *cluster_pids)
-            cluster = set().union(*cluster_trees)
+            cluster |= set().union(*cluster_trees)  # and those that have ended
             for pid in command_tree | cluster:
                 sampled = sample(pid)
                 if sampled is not None:
                     peak_anon_kb[pid] = max(sampled[0], peak_anon_kb.get(pid, 0))
-                    cpu_s[pid] = sampled[1]
+                    cpu_s[pid] = sampled[1] - cpu_before.get(pid, 0.0)
                     names.setdefault(pid, process_name(pid))
     if process.returncode != 0:
         sys.exit(f"bench_cell_day: {' '.join(command[:3])} failed:\n"
@@ -162,10 +166,11 @@ def process_name(pid: int) -> str:
     except OSError:
         return "?"
     text = " ".join(argv)
+    if argv and argv[0].endswith("java") and "job-server" in text:
+        return "Beam job server"
     for marker, name in (("TaskManagerRunner", "Flink TaskManager"),
                          ("StandaloneSessionClusterEntrypoint", "Flink JobManager"),
-                         ("job-server", "Beam job server"), ("deploy.worker.Worker",
-                                                             "Spark Worker"),
+                         ("deploy.worker.Worker", "Spark Worker"),
                          ("deploy.master.Master", "Spark Master"),
                          ("CoarseGrainedExecutorBackend", "Spark executor"),
                          ("worker_pool --worker", "Python worker"),

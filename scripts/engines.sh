@@ -34,6 +34,7 @@ FLINK_HOME="$ENGINES/flink-$FLINK_VERSION/pyflink"
 SPARK_HOME="$ENGINES/spark-$SPARK_VERSION/pyspark"
 JOB_SERVERS="$ENGINES/job-servers"
 FLINK_JAR="$JOB_SERVERS/beam-flink-$FLINK_MINOR-job-server-$BEAM_VERSION.jar"
+FLINK_LIB_JAR="$JOB_SERVERS/beam-runners-flink-$FLINK_MINOR-lib-$BEAM_VERSION.jar"
 SPARK_JAR="$JOB_SERVERS/beam-spark-3-job-server-$BEAM_VERSION.jar"
 LOGS="$ENGINES/logs"
 RUN="$ENGINES/run"
@@ -64,7 +65,8 @@ check_java() {
 build_job_servers() {
   local stamp="$JOB_SERVERS/.built-from" want
   want="$(cat engines/pom.xml engines/*/pom.xml | sha256sum | cut -c1-16)"
-  if [ -f "$FLINK_JAR" ] && [ -f "$SPARK_JAR" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  if [ -f "$FLINK_JAR" ] && [ -f "$FLINK_LIB_JAR" ] && [ -f "$SPARK_JAR" ] \
+      && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     return
   fi
   check_java
@@ -76,6 +78,7 @@ build_job_servers() {
   fi
   cp engines/flink-job-server/target/"$(basename "$FLINK_JAR")" "$FLINK_JAR"
   cp engines/spark-job-server/target/"$(basename "$SPARK_JAR")" "$SPARK_JAR"
+  cp engines/flink-runner-lib/target/"$(basename "$FLINK_LIB_JAR")" "$FLINK_LIB_JAR"
   echo "$want" >"$stamp"
 }
 
@@ -99,6 +102,9 @@ write_flink_conf() {
   # 512 each refused the demo now and then). The Python workers' data crosses gRPC in direct
   # (off-heap) buffers; sorting for groupings uses managed memory. No restarts: a lost
   # TaskManager fails the job (fleetcast keeps the earlier results), it is not half re-run.
+  # Beam's runner and its dependencies come from Flink's lib/ (parent first): loaded from the
+  # job's own jar instead, the runner ends a job's Python workers whenever no task holds
+  # them, and every stage of a batch job starts new ones.
   local conf="$ENGINES/conf/flink"
   mkdir -p "$conf" "$RUN" "$ENGINES/tmp/flink"
   cp "$FLINK_HOME"/conf/log4j*.properties "$FLINK_HOME"/conf/logback*.xml "$conf"/
@@ -143,6 +149,8 @@ taskmanager:
       min-buffers: 64
 parallelism:
   default: 2
+classloader:
+  resolve-order: parent-first
 restart-strategy:
   type: none
 heartbeat:
@@ -161,6 +169,9 @@ build() {
     "apache-flink-libraries==$FLINK_VERSION"
   install_from_pypi "$ENGINES/spark-$SPARK_VERSION" "pyspark==$SPARK_VERSION"
   chmod +x "$FLINK_HOME"/bin/* "$SPARK_HOME"/bin/* "$SPARK_HOME"/sbin/*
+  # Beam's runner on Flink's own class path (see write_flink_conf).
+  cmp -s "$FLINK_LIB_JAR" "$FLINK_HOME/lib/$(basename "$FLINK_LIB_JAR")" \
+    || cp "$FLINK_LIB_JAR" "$FLINK_HOME/lib/"
   write_flink_conf
   write_engines_json
 }

@@ -110,7 +110,8 @@ def test_an_interrupted_run_cancels_its_flink_job(flink, tmp_path):
 
 
 def test_a_pool_whose_workers_cannot_start_fails_the_run_within_a_minute(flink, tmp_path):
-    with engines.worker_pool(tmp_path, extra_args=["--ready_timeout_s", "0.01"]) as port:
+    with engines.worker_pool(tmp_path, extra_args=["--ready_timeout_s", "0.01",
+                                                   "--spare_workers", "0"]) as port:
         started = time.monotonic()
         code, _, err = finished(start_demo(tmp_path / "out",
                                         engines.run_options("flink", "external", port)))
