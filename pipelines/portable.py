@@ -165,7 +165,8 @@ _ENGINE_FAILURES = (
      "the worker pool could not start a Python worker: {0}"),
     (re.compile(r"(TaskManager with id \S+ is no longer reachable|TaskManager \S+ "
                 r"disconnected|Connection unexpectedly closed by remote task manager "
-                r"'[^']*')"),
+                r"'[^']*'|Ask timed out on \[Actor\[[^\]]*/taskmanager_\d+[^\]]*\]\] after "
+                r"\[\d+ ms\])"),
      "Flink lost a TaskManager while the job ran ({0}); nothing was published: run again "
      "once the cluster has its TaskManagers"),
 )

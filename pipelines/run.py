@@ -368,7 +368,7 @@ def publish_run(area: publish.StagingArea, publisher: bigquery.Publisher, config
     carried = _carried_tables(config, area)
     if output.parquet_dir is not None:
         _check_rows_reached_the_root(area, area.manifest(carried_tables=carried),
-                                     counters or {})
+                                     counters or {}, tables)
     if "source_counts" in tables:
         problem = all_rejected(
             _staged_table(area, publisher, output, "source_counts"),
@@ -417,16 +417,18 @@ def _carried_tables(config, area: publish.StagingArea):
             == FileSystems.join(area.root, name)]
 
 
-def _check_rows_reached_the_root(area: publish.StagingArea, manifest: dict, counters: dict):
-    """RunFailed, nothing published, when a table's staged files hold fewer rows than the
-    workers counted writing (`<table>.rows_written`): workers on other machines wrote them to
-    a folder of their own, not to one this process shares."""
-    for name, table in manifest["tables"].items():
+def _check_rows_reached_the_root(area: publish.StagingArea, manifest: dict, counters: dict,
+                                 tables):
+    """RunFailed, nothing published, when one of `tables`' staged files hold fewer rows than
+    the workers counted writing (`<table>.rows_written`): workers on other machines wrote
+    them to a folder of their own, not to one this process shares."""
+    for name in tables:
         written = counters.get(f"{name}.rows_written")
-        if written is not None and "rows" in table and table["rows"] < written:
+        staged = manifest["tables"].get(name, {}).get("rows", 0)
+        if written is not None and staged < written:
             area.discard()
             raise RunFailed(
-                f"{name}: the workers wrote {written:,} rows and {table['rows']:,} of them "
+                f"{name}: the workers wrote {written:,} rows and {staged:,} of them "
                 f"are under {area.root}: the output directory must be a file system that "
                 "this process and every worker share (NFS, gs://, s3://, hdfs://: "
                 "docs/runners.md#where-outputs-go); nothing was published")

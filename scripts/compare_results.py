@@ -7,7 +7,10 @@ possibly model files (DIR/models/<model>/...) and a synthetic trace
 (DIR/synthetic_trace/<table>/*.json.gz). For every table in either directory: the same schema
 (field names, types, nullability; Parquet metadata aside) and the same rows as a multiset (all
 files of the table read, rows sorted by every column, list columns by their text; exact
-equality, NaN equal to NaN). Other files under models/ and synthetic_trace/: the same bytes.
+equality, NaN equal to NaN); a table of more than 256 MB of files, which would not fit in
+memory twice (a cell-day's usage), by its schema, its row count and the sum of DuckDB's hash
+of every row instead (order-free; the line says so). Other files under models/ and
+synthetic_trace/: the same bytes.
 
 Prints one line per table and per file directory (e.g. models/uptime): `identical`, or what
 differs (row counts, schema, the first differing row in sorted order and the largest absolute
@@ -162,11 +165,38 @@ def describe_schema_difference(a: pa.Schema, b: pa.Schema) -> str:
     return "schema differs: " + "; ".join(parts)
 
 
+# A table whose files are larger is compared by its rows' hashes (`compare_by_hashes`).
+HASHED_TABLE_BYTES = 256 << 20
+
+
+def compare_by_hashes(files_a, files_b) -> str:
+    """The report of a large table: its schema, its row count and the sum of DuckDB's hash of
+    each row (an order-free digest), read in DuckDB without holding the table."""
+    import duckdb
+    schemas = [pq.read_schema(files[0]).remove_metadata() for files in (files_a, files_b)]
+    schema = describe_schema_difference(*schemas)
+    if schema:
+        return schema
+    with duckdb.connect() as connection:
+        connection.execute("SET enable_progress_bar = false")
+        digests = [connection.execute(
+            "SELECT count(*), sum(hash(t)::HUGEINT) FROM read_parquet($files) t",
+            {"files": list(files)}).fetchone() for files in (files_a, files_b)]
+    if digests[0] == digests[1]:
+        return IDENTICAL
+    if digests[0][0] != digests[1][0]:
+        return f"{digests[0][0]:,} rows vs {digests[1][0]:,}"
+    return f"rows differ ({digests[0][0]:,} each; compared by the sums of their hashes)"
+
+
 def compare_table(files_a, files_b, dir_a: str, dir_b: str) -> str:
     """The report of one table present in both directories."""
     if not files_a or not files_b:
         return IDENTICAL if files_a == files_b else (
             f"no Parquet files in {'A' if not files_a else 'B'}")
+    if max(sum(map(os.path.getsize, files)) for files in (files_a, files_b)) \
+            > HASHED_TABLE_BYTES:
+        return compare_by_hashes(files_a, files_b)
     try:
         a, b = read_table(files_a), read_table(files_b)
     except (pa.ArrowInvalid, OSError) as error:

@@ -66,14 +66,21 @@ def test_engine_setup_failures_read_as_one_line():
     assert portable.failure_reason(RuntimeError(buffers)).startswith(
         "Flink's TaskManager has too few network buffers for this job (required 512, but only "
         "451 available): raise taskmanager.memory.network.min and .max")
+    lost = ("org.apache.pekko.pattern.AskTimeoutException: Ask timed out on [Actor[pekko.tcp"
+            "://flink@127.0.0.1:45777/user/rpc/taskmanager_0#-2119770489]] after [10000 ms]. "
+            "Message of type")
+    assert portable.failure_reason(RuntimeError(lost)).startswith(
+        "Flink lost a TaskManager while the job ran (Ask timed out on [Actor[pekko.tcp://flink@"
+        "127.0.0.1:45777/user/rpc/taskmanager_0#-2119770489]] after [10000 ms]); nothing was "
+        "published")
     assert portable.failure_reason(RuntimeError("ValueError: a bug")) is None
 
 
 @pytest.fixture
 def pool(tmp_path):
     """A stub for `fleetcast worker-pool`'s runner: a gRPC stub of a pool started the way
-    users start it, with a 5 s start timeout."""
-    with engines.worker_pool(tmp_path, extra_args=["--ready_timeout_s", "5"]) as port:
+    users start it."""
+    with engines.worker_pool(tmp_path) as port:
         with grpc.insecure_channel(f"localhost:{port}") as channel:
             yield beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
 
@@ -86,7 +93,7 @@ def test_the_worker_pool_answers_with_the_error_of_a_worker_that_cannot_start(po
     answer = pool.StartWorker(beam_fn_api_pb2.StartWorkerRequest(
         worker_id="w1", control_endpoint=unreachable, logging_endpoint=unreachable,
         provision_endpoint=unreachable), timeout=60)
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 30  # its spare's imports, then one failed call
     assert answer.error.startswith(
         f"fleetcast worker pool: worker w1 did not start: the runner's provisioning service "
         f"at {unreachable.url}: UNAVAILABLE: "), answer.error
