@@ -15,7 +15,6 @@ and the job waits for it forever. This pool
 - ends its workers when it ends (SIGTERM, SIGINT, or SIGKILL: each worker watches the pool).
 """
 
-import argparse
 import collections
 import json
 import logging
@@ -52,7 +51,7 @@ class _Worker:
 
     def __init__(self):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.worker_pool", "--worker"],
+            [sys.executable, "-m", "pipelines.worker_pool"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             close_fds=True, env=dict(os.environ, **{worker_guard.ENV: str(os.getpid())}))
         self.last_lines = collections.deque(maxlen=20)  # of its stderr
@@ -239,24 +238,11 @@ def worker_main():
     sdk_worker_main.main([])
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m pipelines.worker_pool",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=50000)
-    parser.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S)
-    parser.add_argument("--spare_workers", type=int, default=SPARE_WORKERS)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
+def main():
+    """A worker process of the pool (`fleetcast worker-pool` starts the pool itself)."""
     heap.map_large_blocks()
-    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    if args.worker:
-        worker_main()
-        return
-    serve(args.port, args.ready_timeout_s, args.spare_workers)
+    worker_main()
 
 
 if __name__ == "__main__":

@@ -173,7 +173,7 @@ def process_name(pid: int) -> str:
                          ("deploy.worker.Worker", "Spark Worker"),
                          ("deploy.master.Master", "Spark Master"),
                          ("CoarseGrainedExecutorBackend", "Spark executor"),
-                         ("worker_pool --worker", "Python worker"),
+                         ("pipelines.worker_pool", "Python worker"),
                          ("worker-pool", "worker pool"), ("sdk_worker_main", "Python worker"),
                          ("fleetcast run", "fleetcast run (submitter)"),
                          ("/usr/bin/time", "time")):

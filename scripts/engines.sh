@@ -284,7 +284,7 @@ start_pool() {
   [ -x "$VENV_PYTHON" ] || fail "$VENV_PYTHON not found: the worker pool runs fleetcast from the project's venv (scripts/setup_venv.sh)"
   # Started from its own folder: a worker must never depend on the submitter's directory.
   mkdir -p "$ENGINES/tmp/pool"
-  (cd "$ENGINES/tmp/pool" && exec setsid "$VENV_PYTHON" -m pipelines.worker_pool --port "$POOL_PORT" \
+  (cd "$ENGINES/tmp/pool" && exec setsid "$REPO/.venv/bin/fleetcast" worker-pool --port "$POOL_PORT" \
     >>"$LOGS/worker-pool.log" 2>&1 </dev/null) &
   echo $! >"$RUN/worker-pool.pid"
   wait_ready "the worker pool (localhost:$POOL_PORT)" pool_ready "$LOGS/worker-pool.log"
@@ -323,7 +323,7 @@ options() {  # options flink|spark [loopback|external]
   local runner="${1:-}" environment="${2:-loopback}" env_options
   case "$environment" in
     loopback) env_options="--environment_type=LOOPBACK" ;;
-    external) env_options="--environment_type=EXTERNAL --environment_config=localhost:$POOL_PORT --sdk_worker_parallelism=2 --environment_cache_millis=600000" ;;
+    external) env_options="--environment_type=EXTERNAL --environment_config=localhost:$POOL_PORT --sdk_worker_parallelism=2 --environment_cache_millis=60000" ;;
     *) fail "unknown environment $environment (loopback or external)" ;;
   esac
   case "$runner" in
