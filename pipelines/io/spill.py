@@ -53,13 +53,16 @@ class SpillTo(NamedTuple):
     min_bytes: int
 
 
-def spill_to(min_bytes: int = MIN_SPILL_BYTES) -> Optional[SpillTo]:
-    """Where the run being built spills tables of at least `min_bytes` (None outside a run:
-    nothing is spilled), fixed when the pipeline is built, so every worker spills alike.
+def spill_to(min_bytes: Optional[int] = None) -> Optional[SpillTo]:
+    """Where the run being built spills tables of at least `min_bytes` (default
+    MIN_SPILL_BYTES, read at the call; None outside a run: nothing is spilled), fixed when the
+    pipeline is built, so every worker spills alike.
     A grouping with one key or a few takes `min_bytes=0`: Flink's batch grouping combines a
     key's values into one record, which must fit a sort buffer (a few MB)."""
     directory = publish.extra_dir("spill")
-    return None if directory is None else SpillTo(directory, min_bytes)
+    if directory is None:
+        return None
+    return SpillTo(directory, MIN_SPILL_BYTES if min_bytes is None else min_bytes)
 
 
 def _spills(table: pa.Table, to: Optional[SpillTo]) -> bool:
