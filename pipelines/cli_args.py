@@ -1,11 +1,14 @@
 """The `fleetcast` command line: its commands, their options and help texts
-(`build_parser`); pipelines/cli.py runs them."""
+(`build_parser`), light enough to answer `--help` before Beam loads; pipelines/commands.py
+runs them."""
 
 import argparse
 import inspect
+import math
+import os
 
 import synthetic
-from pipelines import run as run_pipeline
+from pipelines import fleetcast_version
 
 DESCRIPTION = """\
 Apache Beam batch analysis of cluster traces (overcommit, lifetimes, placement, shaping):
@@ -63,8 +66,48 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
         return super()._get_help_string(action)
 
 
+def output_directory(text: str) -> str:
+    """A directory a command writes under: neither empty nor a file system's root (a command
+    would lock, scan and write the whole file system)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not a directory to write in")
+    scheme, separator, rest = text.partition("://")
+    is_root = not (rest if separator else os.path.abspath(text)).strip("/")
+    if is_root:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a file system's root: give a directory of its own")
+    return text
+
+
+def utf8_text(text: str) -> str:
+    """An argument that must be UTF-8 text (a byte that is not comes in as a surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        byte = text[e.start].encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(
+            f"byte 0x{byte.hex()} at position {e.start} is not UTF-8 text") from None
+    return text
+
+
+def price(text: str) -> float:
+    """A --usd_per_tib value: a finite number of dollars, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a price (a finite number, 0 or more)")
+    return value
+
+
+# BigQuery's on-demand price per TiB processed (US and EU multi-regions, 2023 list price):
+# `fleetcast estimate --usd_per_tib`'s default.
+ON_DEMAND_USD_PER_TIB = 6.25
+
+
 def version() -> str:
-    return run_pipeline.fleetcast_version()
+    return fleetcast_version()
 
 
 def build_parser():
@@ -84,7 +127,7 @@ def build_parser():
         epilog=RUN_EPILOG)
     run.add_argument("config", metavar="CONFIG",
                      help="a text-format RunConfig (configs/*.textproto)")
-    run.add_argument("--output_dir", metavar="DIR",
+    run.add_argument("--output_dir", metavar="DIR", type=output_directory,
                      help="Parquet output root, local or gs:// (default: results/<config "
                           "name>; ignored when the config writes to BigQuery)")
     loudness = run.add_mutually_exclusive_group()
@@ -129,7 +172,7 @@ def _add_query(commands):
     query.add_argument("results_dir", metavar="RESULTS_DIR",
                        help="a results directory written by `fleetcast run`, or "
                             "bq://PROJECT.DATASET of a run that wrote to BigQuery")
-    query.add_argument("sql", metavar="SQL",
+    query.add_argument("sql", metavar="SQL", type=utf8_text,
                        help="one read-only SELECT statement (also DESCRIBE, SHOW, SUMMARIZE) "
                             "over the run's tables; any other statement is refused")
     query.add_argument("--format", choices=("table", "csv"), default="table",
@@ -137,15 +180,15 @@ def _add_query(commands):
 
     def row_count(text: str) -> int:
         """A --max_rows value: a whole number of rows, 0 or more."""
-        if not (text.isascii() and text.isdigit()):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of rows (0 or more)")
+        if not (text.isascii() and text.isdigit() and int(text) < 2**63):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a number of rows (0 to 2^63 - 1)")
         return int(text)
     query.add_argument("--max_rows", type=row_count, default=100, metavar="N",
                        help="rows a text table shows: the first N (the result is read no further)")
 
 
 def _add_estimate(commands):
-    from pipelines.estimate import ON_DEMAND_USD_PER_TIB
     estimate = commands.add_parser(
         "estimate", help="bytes a config's BigQuery reads will scan (dry runs)",
         formatter_class=HelpFormatter,
@@ -160,7 +203,7 @@ def _add_estimate(commands):
     estimate.add_argument("--project", metavar="PROJECT",
                           help="the project the dry runs (and the run's queries) bill to "
                                "(default: the client's, e.g. GOOGLE_CLOUD_PROJECT)")
-    estimate.add_argument("--usd_per_tib", type=float, default=ON_DEMAND_USD_PER_TIB,
+    estimate.add_argument("--usd_per_tib", type=price, default=ON_DEMAND_USD_PER_TIB,
                           metavar="USD", help="on-demand price per TiB processed")
 
 
@@ -173,7 +216,7 @@ def _add_report(commands):
                     "stage's paper-style figures (also saved as PNG and SVG).")
     report.add_argument("results_dir", metavar="RESULTS_DIR",
                         help="a results directory written by `fleetcast run`")
-    report.add_argument("--out", metavar="DIR",
+    report.add_argument("--out", metavar="DIR", type=output_directory,
                         help="where report.html and figures/ go (default: RESULTS_DIR/report)")
 
 
@@ -194,10 +237,10 @@ def _add_reproduce(commands):
     reproduce.add_argument("--quick", action="store_true",
                            help="small inputs (a few minutes for all): checks that every claim "
                                 "is computed; its numbers are not results")
-    reproduce.add_argument("--output_dir", metavar="DIR",
+    reproduce.add_argument("--output_dir", metavar="DIR", type=output_directory,
                            help="where the runs go, one directory per config (default: "
                                 "results/reproduce/PAPER, -quick appended with --quick)")
-    reproduce.add_argument("--docs_dir", metavar="DIR", default="docs",
+    reproduce.add_argument("--docs_dir", metavar="DIR", default="docs", type=output_directory,
                            help="the pages go to DIR/reproduce/")
     reproduce.add_argument("-q", "--quiet", action="store_true",
                            help="log warnings and errors only (no progress lines)")
@@ -215,7 +258,7 @@ def _add_synth(commands):
                     "refuses (exit 2), before writing, an argument beyond its bound and a file\n"
                     "in the way that no synth manifest lists: it never replaces or deletes a\n"
                     "file it did not write.")
-    synth.add_argument("--out", required=True, metavar="DIR",
+    synth.add_argument("--out", required=True, metavar="DIR", type=output_directory,
                        help="output directory, local or any Beam file system (gs://...)")
     synth.add_argument("--machines", type=int, default=default["machines"], metavar="N",
                        help="machines in the cell")
@@ -245,7 +288,6 @@ def _add_synth(commands):
 
 
 def _add_worker_pool(commands):
-    from pipelines.worker_pool import READY_TIMEOUT_S, SPARE_WORKERS
     pool = commands.add_parser(
         "worker-pool", help="serve Python workers to Flink or Spark (EXTERNAL environment)",
         formatter_class=HelpFormatter,
@@ -258,8 +300,8 @@ def _add_worker_pool(commands):
                "  fleetcast worker-pool --port 50000")
     pool.add_argument("--port", type=int, default=50000, metavar="PORT",
                       help="the port the runner's workers reach the pool on")
-    pool.add_argument("--ready_timeout_s", type=float, default=READY_TIMEOUT_S, metavar="S",
+    pool.add_argument("--ready_timeout_s", type=float, default=60.0, metavar="S",
                       help="how long a starting worker may take before the request fails")
-    pool.add_argument("--spare_workers", type=int, default=SPARE_WORKERS, metavar="N",
+    pool.add_argument("--spare_workers", type=int, default=2, metavar="N",
                       help="workers kept started ahead of the runner's requests (each holds "
                            "an interpreter with fleetcast imported, ~0.25 GB)")

@@ -10,6 +10,7 @@ registry entries and stage modules); this module walks the run.
 import os
 import pathlib
 import re
+from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
@@ -17,31 +18,26 @@ from google.protobuf import text_format
 from configs import fleetcast_pb2
 from configs.checks import Checker, ConfigError, ConfigProblem
 from pipelines import history
+from pipelines.config_errors import parse_problem
 from pipelines.sources.registry import SOURCES
 from pipelines.stages.registry import configured as configured_stages
+from predictors.lifetime.history import HISTORY_KEYS, HISTORY_STATISTICS, history_column
 
 __all__ = ["ConfigError", "ConfigProblem", "absolute_path", "config_name", "load_config",
            "parse_config", "validate", "with_absolute_paths"]
 
 CANONICAL_TABLES = ("machines", "instances", "usage")
-# Former RunConfig fields, now in `overcommit { }`: a config using them gets a message saying so.
-OVERCOMMIT_FIELDS = ("filter", "filtered_usage", "metric", "reset_and_shift", "scheduler",
-                     "scheduled_usage", "fortune_teller")
-_NO_FIELD = re.compile(r'"fleetcast\.RunConfig" has no field named "(\w+)"')
 
 
 def parse_config(text: str, source: str = "<config>") -> fleetcast_pb2.RunConfig:
-    """Parses text-format `text`; a syntax error names the line, column and field."""
+    """Parses text-format `text`; a syntax error is one ConfigProblem naming the line and
+    the field path, with the valid names of a misspelled field or enum value
+    (`config_errors.parse_problem`)."""
     try:
         return text_format.Parse(text, fleetcast_pb2.RunConfig())
     except text_format.ParseError as e:
-        moved = _NO_FIELD.search(str(e))
-        reason = str(e)
-        if moved and moved.group(1) in OVERCOMMIT_FIELDS:
-            reason = (f"{moved.group(1)} is no longer a top-level field: the overcommit stages "
-                      f"are one message since fleetcast 0.2; put {', '.join(OVERCOMMIT_FIELDS)} "
-                      f"inside overcommit {{ ... }}")
-        raise ConfigError(source, [ConfigProblem(f"line {e.GetLine()}", reason)]) from None
+        problem = parse_problem(e, text, fleetcast_pb2.RunConfig.DESCRIPTOR)
+        raise ConfigError(source, [problem]) from None
 
 
 def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig:
@@ -142,6 +138,15 @@ def has_usage(config) -> bool:
     return which is not None and SOURCES[which].has_usage(getattr(config, which))
 
 
+def trace_span_us(config) -> Optional[int]:
+    """The trace's length in µs when the config alone fixes it (a synthetic source, its
+    instances not loaded), else None."""
+    which = config.WhichOneof("source")
+    if which is None or _loaded(config, "instances") or SOURCES[which].span_us is None:
+        return None
+    return SOURCES[which].span_us(getattr(config, which))
+
+
 def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
     """Every problem of `config` as a list of ConfigProblem (empty when it can run).
 
@@ -160,6 +165,7 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
         source.validate(check, getattr(config, which), which)
     if config.HasField("customer_history"):
         history.validate_config(check, config.customer_history)
+    _validate_history_features(check, config)
     for _, stage in configured_stages(config):
         stage.validate(check, config, source)
     _validate_name(check, config.name)
@@ -169,9 +175,85 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
 
 def warnings(config: fleetcast_pb2.RunConfig):
     """One-line warnings for a valid config's combinations that are known to lose or to do
-    nothing (each stage's `warn`)."""
-    return [line for field, stage in configured_stages(config) if stage.warn
-            for line in stage.warn(getattr(config, field))]
+    nothing (the customer history's, then each stage's `warn`)."""
+    return _history_warnings(config) + [
+        line for field, stage in configured_stages(config) if stage.warn
+        for line in stage.warn(getattr(config, field))]
+
+
+# The customer-history key whose column each history feature is, by feature name.
+HISTORY_FEATURE_KEYS = {history_column(key, statistic): key for key in HISTORY_KEYS
+                        for statistic in HISTORY_STATISTICS}
+
+
+def _feature_lists(lifetime):
+    """(field, feature names) of each feature list of a LifetimeModelConfig (empty: every
+    feature)."""
+    if lifetime.variant:
+        return [(f"lifetime_model.variant[{i}]", variant.feature)
+                for i, variant in enumerate(lifetime.variant)]
+    return [("lifetime_model", lifetime.feature)]
+
+
+def _validate_history_features(check, config):
+    """A history feature needs the customer_history that fills its column (else null in
+    every row); a loaded instances table may hold the columns already."""
+    if not config.HasField("lifetime_model") or _loaded(config, "instances"):
+        return
+    filled = ({key for key, _ in history.history_keys(config.customer_history)}
+              if config.HasField("customer_history") else set())
+    for field, features in _feature_lists(config.lifetime_model):
+        for j, name in enumerate(features):
+            key = HISTORY_FEATURE_KEYS.get(name)
+            if key is not None and key not in filled:
+                check.fail(f"{field}.feature[{j}]", _unfilled_history(config, name))
+
+
+def _unfilled_history(config, feature: str) -> str:
+    if not config.HasField("customer_history"):
+        return (f"{feature!r} is a customer-history column, null in every row without a "
+                "customer_history block: add customer_history { }")
+    return (f"{feature!r} is null in every row with customer_history.logical_name false: "
+            "set it to true")
+
+
+def _history_warnings(config):
+    """customer_history that fills nothing, or that no stage reads."""
+    if not config.HasField("customer_history"):
+        return []
+    return [line for line in (_unfilled_customer(config), _unread_history(config)) if line]
+
+
+def _unfilled_customer(config) -> Optional[str]:
+    """A customer column that the source never fills (its instances, not loaded ones)."""
+    which = config.WhichOneof("source")
+    if which is None or _loaded(config, "instances"):
+        return None
+    source = SOURCES[which]
+    fills = source.customer_columns(getattr(config, which))
+    wanted = history.customer_columns(config.customer_history)
+    if set(fills) & set(wanted):
+        return None
+    field = ("customer_history.customer_column" if config.customer_history.customer_column
+             else "customer_history")
+    reason = (f"{source.title} never fills {' or '.join(wanted)} (it fills {', '.join(fills)})"
+              if fills else f"{source.title} as configured fills no customer column "
+              f"({', '.join(history.CUSTOMER_COLUMNS)})")
+    return f"{field}: {reason}, so every customer_* column is null"
+
+
+def _unread_history(config) -> Optional[str]:
+    """customer_history whose columns no lifetime_model feature list reads (only the
+    lifetime models read them)."""
+    if not config.HasField("lifetime_model"):
+        why = "the run has no lifetime_model"
+    elif any(not features or any(name in HISTORY_FEATURE_KEYS for name in features)
+             for _, features in _feature_lists(config.lifetime_model)):
+        return None
+    else:
+        why = "no lifetime_model feature list names one"
+    return (f"customer_history: no stage reads its customer_* and logical_name_* columns "
+            f"({why}); they only fill the instances table")
 
 
 def _validate_output(check, output):

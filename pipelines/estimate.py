@@ -23,8 +23,6 @@ from pipelines import schemas
 from pipelines.io import bigquery
 
 TIB = 1 << 40
-# BigQuery's on-demand price per TiB processed (US and EU multi-regions, 2023 list price).
-ON_DEMAND_USD_PER_TIB = 6.25
 
 
 class BigQueryRead(NamedTuple):

@@ -8,9 +8,9 @@ run's tables directly, without copying them:
     SELECT policy, empty_hosts_pct FROM placement_summary WHERE defrag = 'none'
 
 The query is read-only: one SELECT statement (DESCRIBE, SHOW, SUMMARIZE, FROM ... and
-PRAGMA table_info are SELECTs too) on a DuckDB that opens those files and no other path,
-loads no extension and whose settings are locked; any other statement is refused before it
-runs. Its result streams in Arrow record batches.
+the PRAGMAs DuckDB runs as a query, such as table_info, are SELECTs too) on a DuckDB that
+opens those files and no other path, loads no extension and whose settings are locked; any
+other statement is refused before it runs. Its result streams in Arrow record batches.
 
 `bq://PROJECT.DATASET` names the output dataset of a run that wrote to BigQuery instead: the
 SQL runs in BigQuery with that dataset as its default (pipelines/io/bigquery.py), after the

@@ -10,7 +10,6 @@ canonical tables, the dead letters and the per-source counts; later stages add t
 """
 
 import dataclasses
-import importlib.metadata
 import logging
 from typing import Dict, Optional
 
@@ -25,7 +24,7 @@ from apache_beam.runners.runner import PipelineState
 from google.protobuf import text_format
 
 from pipelines import config as run_config
-from pipelines import dask_versions, portable, progress, schemas, worker_guard
+from pipelines import dask_versions, fleetcast_version, portable, progress, schemas, worker_guard
 from pipelines.history import AddHistory
 from pipelines.io import bigquery, coders, publish, sinks
 from pipelines.io.dead_letters import SummarizeCounts, SummarizeExclusions, all_rejected
@@ -61,7 +60,8 @@ class OutputSpec:
 
 class ReadCanonicalTables(beam.PTransform):
     """RunConfig → {machines, instances, usage, dead_letters, source_counts} PCollections of
-    Arrow tables, from the configured source or from loaded intermediate tables.
+    Arrow tables, from the configured source or from loaded intermediate tables (and the
+    source's exclusions, ((source, table, reason), rows) pairs, when it has any).
 
     Without a source, a table the run does not load is an empty PCollection (see
     `absent_tables`).
@@ -98,8 +98,10 @@ class ReadCanonicalTables(beam.PTransform):
                 load.input, schemas.CANONICAL[name], loaded_columns(self._config, name))
                             if load.HasField("input") else table(name))
         tables["dead_letters"] = table("dead_letters")
-        tables["source_counts"] = (read["counts"] | "SourceCounts" >> SummarizeCounts()
-                                   if source else table("counts"))
+        tables["source_counts"] = (read["counts"] | "SourceCounts" >> SummarizeCounts(
+            read.get("parts")) if source else table("counts"))
+        if "exclusions" in read:  # what the source left out: ((source, table, reason), rows)
+            tables["exclusions"] = read["exclusions"]
         return tables
 
 
@@ -162,7 +164,8 @@ def build(pipeline: beam.Pipeline, config, output: OutputSpec,
     """
     coders.register()
     outputs = dict(pipeline | "Canonical" >> ReadCanonicalTables(config, work_dir))
-    outputs["exclusions"] = pipeline | "NoExclusions" >> beam.Create([])
+    if "exclusions" not in outputs:
+        outputs["exclusions"] = pipeline | "NoExclusions" >> beam.Create([])
     if config.HasField("customer_history"):
         outputs["instances"] = outputs["instances"] | "CustomerHistory" >> AddHistory(
             config.customer_history)
@@ -227,10 +230,10 @@ def local_runner(options: PipelineOptions):
     if standard.runner not in (None, "DirectRunner", "SwitchingDirectRunner"):
         return None
     all_options = options.get_all_options()
-    # Worker processes (multi_processing) import the guard that ends them with the run, and
-    # worker_quiet, which keeps Beam's tracebacks off the user's terminal.
+    # Worker processes (multi_processing) import worker_quiet, which keeps Beam's
+    # tracebacks off the user's terminal.
     all_options["beam_plugins"] = (all_options.get("beam_plugins") or []) + [
-        worker_guard.__name__, "pipelines.worker_quiet"]
+        "pipelines.worker_quiet"]
     encoded_options = JobServiceHandle.encode_pipeline_options(all_options)
     return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded_options)))
@@ -339,13 +342,6 @@ def _discard_after_failure(area: publish.StagingArea):
     except OSError as e:
         _LOG.warning("could not discard the failed run's staging area %s (%s); the next run "
                      "into %s deletes it", area.work_dir, e, area.root)
-
-
-def fleetcast_version() -> str:
-    try:
-        return importlib.metadata.version("fleetcast")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _staged_table(area: publish.StagingArea, publisher: bigquery.Publisher,

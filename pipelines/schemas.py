@@ -167,19 +167,24 @@ DEAD_LETTERS = table("one row per rejected input row: malformed, or contradictin
            "CSV line)"),
 ])
 
-SOURCE_COUNTS = table("one row per source table: rows read, kept and rejected", [
+SOURCE_COUNTS = table("one row per source table: rows read, kept and rejected (read = kept + "
+                      "rejected + the rows exclusions counts for the source and table)", [
     column("source", pa.string(), "the trace source (google_v3, azure_v1, ...)",
            nullable=False),
     column("table", pa.string(), "the source's table", nullable=False),
     column("read", pa.int64(), "rows read (rows)", nullable=False),
-    column("kept", pa.int64(), "rows that passed validation (rows)", nullable=False),
+    column("kept", pa.int64(), "rows that passed validation and were used (rows; a row "
+           "the source then leaves out by design is in exclusions instead)", nullable=False),
     column("rejected", pa.int64(), "rows sent to dead_letters (rows)", nullable=False),
+    column("parts", pa.string(), "the table's numbered parts read, e.g. \"00000-00013 of "
+           "00500\" (a gap accepted with allow_missing_parts: \"(00014 missing)\"); null "
+           "for a table not read from numbered files"),
 ])
 
 EXCLUSIONS = table("rows a stage leaves out by design (what it does not model), counted per "
                    "reason; not errors", [
-    column("stage", pa.string(), "the stage that left them out (placement, shaping, ...)",
-           nullable=False),
+    column("stage", pa.string(), "the stage or source that left them out (placement, "
+           "shaping, google_2011, ...)", nullable=False),
     column("table", pa.string(), "the table the rows came from", nullable=False),
     column("reason", pa.string(), "what the stage does not model", nullable=False),
     column("rows", pa.int64(), "rows left out (rows)", nullable=False),
@@ -269,9 +274,12 @@ _CLASSIFICATION_FIELDS = [
            "target_recall, or long_lived_decision_s), a probability 0-1 for the LA classifier "
            "(chosen at fit time for la_target_recall) and for uptime_long_lived (chosen on "
            "validation data for target_recall)", nullable=False),
-    column("precision", pa.float64(), "precision of \"long-lived\" at the decision, 0-1"),
-    column("recall", pa.float64(), "recall of \"long-lived\" at the decision, 0-1"),
-    column("f1", pa.float64(), "F1 of \"long-lived\" at the decision, 0-1"),
+    column("precision", pa.float64(),
+           "precision of \"long-lived\" at the decision, 0-1 (null with n = 0)"),
+    column("recall", pa.float64(),
+           "recall of \"long-lived\" at the decision, 0-1 (null with n = 0)"),
+    column("f1", pa.float64(),
+           "F1 of \"long-lived\" at the decision, 0-1 (null with n = 0)"),
     column("auc", pa.float64(), "ROC AUC of the score, 0-1; NaN when the instances lack one "
            "of the classes"),
     column("average_precision", pa.float64(), "average precision of the score, 0-1"),
@@ -325,9 +333,9 @@ LIFETIME_F1_BY_UPTIME = table(
         column("uptime_fraction", pa.float64(), "the uptime as a fraction of the true "
                "lifetime, 0-1", nullable=False),
         column("n", pa.int64(), "finished test instances scored", nullable=False),
-        column("precision", pa.float64(), "precision of \"long-lived\", 0-1"),
-        column("recall", pa.float64(), "recall of \"long-lived\", 0-1"),
-        column("f1", pa.float64(), "F1 of \"long-lived\", 0-1"),
+        column("precision", pa.float64(), "precision of \"long-lived\", 0-1 (null with n = 0)"),
+        column("recall", pa.float64(), "recall of \"long-lived\", 0-1 (null with n = 0)"),
+        column("f1", pa.float64(), "F1 of \"long-lived\", 0-1 (null with n = 0)"),
         column("decision_threshold_s", pa.float64(), "called long at a predicted lifetime "
                "(uptime + remaining) at or above this, s: long_lived_decision_s, else "
                "threshold_s"),
@@ -600,6 +608,12 @@ PLACEMENT_SUMMARY = table(
     "lars_saved_migrations + lars_failed_migrations + VMs still queued at the end",
     _REPLAY_KEY_FIELDS + [
         column("num_hosts", pa.int64(), "hosts in the pool", nullable=False),
+        column("hosts_from", pa.string(), "where the hosts come from: machines (the trace's "
+               "machines table), host_count (placement.host_shape x host_count) or "
+               "peak_demand (host_shape x as many as the pool's peak demand needs at "
+               "placement.target_utilization)", nullable=False),
+        column("peak_demand_time_us", pa.int64(), "with hosts_from peak_demand, the time of "
+               "that peak (µs; of the dimension that sets the count), else null"),
         column("vms", pa.int64(), "VMs of the pool kept for the replay = placed_vms + "
                "failed_vms + not_replayed_vms (warm-up VMs included)", nullable=False),
         column("placed_vms", pa.int64(), "VMs placed on a host", nullable=False),

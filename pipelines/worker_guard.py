@@ -9,11 +9,14 @@ forever). Three guards:
 - a run on a cluster first cancels its job (`before_signal_ends_run`), which would otherwise
   go on without the run;
 - SIGKILL cannot be caught, and prctl's parent-death signal would watch the `sh`, not
-  fleetcast. So `pipelines.run` names this module in the workers' `beam_plugins` and sets
-  FLEETCAST_RUN_PID while the pipeline runs; imported in a worker, a daemon thread waits on a
-  pidfd of that process (Linux 5.3+) and ends the worker when it ends. Beam imports plugins
-  only once a worker has connected its log channel (up to 60 s), so a worker still starting
-  then ends when that wait gives up. Elsewhere workers are not watched.
+  fleetcast. So while the pipeline runs (`watched_by_workers`), FLEETCAST_RUN_PID names
+  fleetcast in the environment every worker inherits, and a watchdog process (`python -m
+  pipelines.worker_guard PID`) waits on a pidfd of fleetcast (Linux 5.3+): when fleetcast
+  ends, it kills every process that carries that name, a worker still starting too.
+  Elsewhere workers are not watched.
+
+`watch_run_process` is the in-process form of the watch, for the workers of `fleetcast
+worker-pool`, which end with the pool.
 """
 
 import collections
@@ -21,17 +24,25 @@ import contextlib
 import os
 import select
 import signal
+import subprocess
+import sys
 import threading
-from typing import Callable, List
+import time
+from typing import Callable, List, Optional
 
 ENV = "FLEETCAST_RUN_PID"
+# How long the watchdog keeps ending processes that carry the run's name (a `sh -c` may
+# still be starting its worker when the first pass ends the `sh`).
+WATCHDOG_SWEEP_S = 1.0
 
 
 @contextlib.contextmanager
 def watched_by_workers():
-    """While in this context, worker processes started by this process watch it."""
+    """While in this context, worker processes started by this process end with it, however
+    it ends (a watchdog process ends them)."""
     previous = os.environ.get(ENV)
     os.environ[ENV] = str(os.getpid())
+    watchdog = _start_watchdog()
     try:
         yield
     finally:
@@ -39,10 +50,54 @@ def watched_by_workers():
             del os.environ[ENV]
         else:
             os.environ[ENV] = previous
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
+
+
+def _start_watchdog() -> Optional[subprocess.Popen]:
+    if not hasattr(os, "pidfd_open"):
+        return None
+    return subprocess.Popen([sys.executable, "-m", __name__, str(os.getpid())],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            close_fds=True)
+
+
+def carrying_run(pid: int) -> List[int]:
+    """Pids of the processes (not this one) whose environment names run `pid` (Linux /proc)."""
+    tag, found = f"{ENV}={pid}".encode(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if tag in handle.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue  # ended while listed, or not ours
+    return found
+
+
+def _watchdog(pid: int):
+    """Waits for process `pid` to end, then kills every process that carries its name."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the run, which ends us
+    try:
+        select.select([os.pidfd_open(pid)], [], [])  # readable once the process has ended
+    except ProcessLookupError:
+        pass
+    ended, deadline = set(), time.monotonic() + WATCHDOG_SWEEP_S
+    while time.monotonic() < deadline:
+        for worker in carrying_run(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
+            ended.add(worker)
+        time.sleep(0.1)
+    if ended:
+        os.write(2, f"fleetcast: the run's process {pid} ended; its {len(ended)} worker "
+                    "processes are ended too\n".encode())
 
 
 def _end(pid: int):
-    os.write(2, f"fleetcast worker {os.getpid()}: the run's process {pid} ended; "
+    os.write(2, f"fleetcast worker {os.getpid()}: the process {pid} it works for ended; "
                 "exiting\n".encode())
     os._exit(1)  # pylint: disable=protected-access  # a worker has nothing to flush
 
@@ -53,13 +108,9 @@ def _end_when_ended(pidfd: int, pid: int):
 
 
 def watch_run_process():
-    """In a worker started under `watched_by_workers`: ends this process when the run's
-    process ends (at once if it has ended already)."""
+    """Ends this process when the process ENV names ends (at once if it has ended already)."""
     pid = os.environ.get(ENV)
-    # Only an SDK worker (Beam gives it its control channel) watches: not fleetcast itself,
-    # nor another program started while the pipeline runs.
-    if pid is None or "CONTROL_API_SERVICE_DESCRIPTOR" not in os.environ \
-            or not hasattr(os, "pidfd_open"):
+    if pid is None or not hasattr(os, "pidfd_open"):
         return
     try:
         pidfd = os.pidfd_open(int(pid))
@@ -135,4 +186,5 @@ def ended_by_signals():
             signal.signal(signum, handler)
 
 
-watch_run_process()  # Beam imports the plugin when the worker starts
+if __name__ == "__main__":
+    _watchdog(int(sys.argv[1]))

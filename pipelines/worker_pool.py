@@ -11,7 +11,7 @@ and the job waits for it forever. This pool
   own directory, through Beam's worker entry point with the job's options and log channel
   (as Beam's container boot program does), a few of them ahead of the runner's requests;
 - answers the runner only once the worker is up, or with the worker's error after it exited
-  or READY_TIMEOUT_S went by, so such a job fails at once instead of hanging;
+  or --ready_timeout_s went by, so such a job fails at once instead of hanging;
 - ends its workers when it ends (SIGTERM, SIGINT, or SIGKILL: each worker watches the pool).
 """
 
@@ -39,8 +39,6 @@ from google.protobuf import json_format, text_format
 from pipelines import heap, worker_guard
 
 _LOG = logging.getLogger("fleetcast.worker_pool")
-READY_TIMEOUT_S = 60.0
-SPARE_WORKERS = 2
 READY = "fleetcast-worker-ready"
 FAILED = "fleetcast-worker-failed: "
 
@@ -91,8 +89,7 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
     Flink's, when its runner is in the job's class loader; Spark's, without
     --environment_cache_millis), so a request waits for no interpreter to import."""
 
-    def __init__(self, ready_timeout_s: float = READY_TIMEOUT_S,
-                 spare_workers: int = SPARE_WORKERS):
+    def __init__(self, ready_timeout_s: float, spare_workers: int):
         self.ready_timeout_s = ready_timeout_s
         self.spare_workers = spare_workers
         self._workers: Dict[str, subprocess.Popen] = {}
@@ -173,8 +170,7 @@ def _end(process: subprocess.Popen, timeout_s: float = 5.0):
         process.wait()
 
 
-def serve(port: int, ready_timeout_s: float = READY_TIMEOUT_S,
-          spare_workers: int = SPARE_WORKERS):
+def serve(port: int, ready_timeout_s: float, spare_workers: int):
     """Serves the pool on `port` of every interface until SIGTERM or SIGINT; its workers end
     with it."""
     try:

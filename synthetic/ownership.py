@@ -26,6 +26,7 @@ from typing import Dict, List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import fleetcast_version
 from pipelines.io.failures import RunFailed
 from pipelines.io.manifests import (
     STATE_DIR,
@@ -47,7 +48,6 @@ from pipelines.io.root_files import (
     relative_to,
     rename,
 )
-from pipelines.run import fleetcast_version
 from synthetic import bounds
 from synthetic.constants import FILE_SUFFIXES, TABLES
 from synthetic.trace import generate

@@ -1,6 +1,7 @@
 """Writers: Column (one output column of a v3 table), its encoding as an Arrow table (as JSON
 or CSV lines: synthetic.lines), and the shard files of a table (gzip'd text or Parquet,
-through Beam's FileSystems)."""
+through Beam's FileSystems, imported on first use: `fleetcast --help` reads this package's
+defaults and should not wait for Beam)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from isal import igzip
 
 from synthetic.constants import FILE_SUFFIXES
@@ -84,6 +83,8 @@ class _ShardWriter:
     """
 
     def __init__(self, path: str, file_format: str):
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
         self._format = file_format
         self._handle = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
         self._parquet = None
@@ -131,6 +132,7 @@ def shard_paths(out_dir: str, table: str, shards: int, file_format: str,
                 layout: str = "tables") -> list[str]:
     """The table's shard files: out_dir/TABLE/TABLE-00000-of-0000N.SUFFIX ("tables"), or
     out_dir/TABLE-000000000000.SUFFIX ("public", as the trace's buckets name them)."""
+    from apache_beam.io.filesystems import FileSystems
     suffix = FILE_SUFFIXES[file_format]
     if layout == "public":
         return [FileSystems.join(out_dir, f"{table}-{i:012d}{suffix}") for i in range(shards)]

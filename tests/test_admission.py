@@ -2,10 +2,12 @@
 (policies/replay/admission.py, policies/replay/usage.py)."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from fleetcast_testing.reference.admission import BruteForceAdmission
 from fleetcast_testing.reference.placement_simulator import simulate_reference
+from pipelines import schemas
 from policies.best_fit import BestFit
 from policies.lava import Lava
 from policies.nilas import Nilas
@@ -273,6 +275,23 @@ def test_hand_computed_case_by_requests_and_by_a_predicted_peak():
     assert result.summary["overflow_pct"] == 0
     # Packing density stays by request: 12 of 10 CPUs placed.
     assert result.timeseries["packing_density_pct"][-1] == pytest.approx(120.0)
+
+
+def test_rates_without_a_scored_window_are_null_in_the_summary_table():
+    # The scoring oracle looks 20 windows ahead of a 9-window replay: none is scored.
+    trace, pool, usage = two_vm_case()
+    admission = Admission(usage, trace.demand[:, 0], OraclePeaks(usage, 20), None, "requests")
+    result = simulate(trace, pool, BestFit(), OracleLifetimes(trace.lifetime_s()), start_us=0,
+                      end_us=9 * STEP_US, warmup_s=0, sample_period_s=300, admission=admission)
+    assert result.summary["admission_windows"] == 9
+    assert result.summary["admission_scored_windows"] == 0
+    assert result.summary["overflow_pct"] == 0
+    rates = ("violation_rate_pct", "mean_severity_pct", "savings_pct")
+    assert [result.summary[name] for name in rates] == [None] * 3
+    fields = [schemas.PLACEMENT_SUMMARY.field(name) for name in rates]
+    row = pa.Table.from_pylist([{name: result.summary[name] for name in rates}],
+                               schema=pa.schema(fields))
+    assert [row.column(name).null_count for name in rates] == [1] * 3
 
 
 def test_the_admitting_oracle_sees_the_future_peak_and_an_unwarmed_predictor_the_limit():

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pipelines import cli
+from pipelines import cli, commands
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
 SMALL = 'name: "small" synthetic { machines: 2 days: 0.25 seed: 1 }'
@@ -105,7 +105,7 @@ def test_beam_options_pass_through_to_a_real_run(tmp_path):
 
 
 def test_every_runners_options_are_accepted():
-    cli.check_beam_args([
+    commands.check_beam_args([
         "--runner=DataflowRunner", "--project", "p", "--region=us-central1",
         "--temp_location=gs://b/tmp", "--staging_location=gs://b/staging", "--setup_file",
         "./setup.py", "--extra_package=a.tar.gz", "--extra_package=b.tar.gz",
@@ -113,7 +113,7 @@ def test_every_runners_options_are_accepted():
         "--flink_master=HOST:8081", "--environment_type=LOOPBACK",
         "--spark_master_url=spark://HOST:7077", "--direct_running_mode=multi_processing"])
     # The DaskRunner's options are registered by its module, which the runner path names.
-    cli.check_beam_args(["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+    commands.check_beam_args(["--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
                          "--dask_client_address=tcp://HOST:8786"])
 
 
@@ -129,7 +129,7 @@ def test_direct_workers_are_bounded_before_any_work(tmp_path, capsys, workers, m
     assert capsys.readouterr().err.startswith(
         f"fleetcast: --direct_num_workers={workers}: {message}")
     assert not (tmp_path / "out").exists()
-    cli.check_beam_args(["--direct_num_workers=2", "--direct_running_mode=multi_processing"])
+    commands.check_beam_args(["--direct_num_workers=2", "--direct_running_mode=multi_processing"])
 
 
 def test_validate_checks_every_config_and_reports_each_invalid_one(tmp_path, capsys):

@@ -140,11 +140,16 @@ def _rows(frame, columns):
 def test_every_row_is_read_kept_or_rejected_with_its_reason(tasks_run):
     counts = tasks_run["source_counts"].set_index("table")
     dead = tasks_run["dead_letters"]
+    # The KILL of 13:0, never scheduled, ends no run: an exclusion, moved from kept.
+    assert tasks_run["exclusions"][["stage", "table", "reason", "rows"]].values.tolist() == [
+        ["google_2011", "task_events", instance_runs.END_NOT_RUNNING, 1]]
     for table, (good, bad) in TABLES.items():
         # The SCHEDULE of 12:0 followed by another moves from kept to rejected.
         moved = 1 if table == "task_events" else 0
+        excluded = 1 if table == "task_events" else 0
         assert tuple(counts.loc[table, ["read", "kept", "rejected"]]) == (
-            len(good) + len(bad), len(good) - moved, len(bad) + moved), table
+            len(good) + len(bad), len(good) - moved - excluded, len(bad) + moved), table
+        assert counts.loc[table, "parts"] == "00000-00001 of 00002", table
         joined = 1 if table == "task_usage" else 0  # the window the join rejects
         assert (dead.table == table).sum() == len(bad) + moved + joined, table
         for line, expected in bad:
@@ -213,8 +218,11 @@ def test_jobs_go_from_first_schedule_to_final_end(jobs_run):
                    "priority"):
         assert jobs[column].isna().all(), column
     counts = jobs_run["source_counts"].set_index("table")
+    # The KILL of 13, never scheduled, is an exclusion; read = kept + rejected + excluded.
     assert tuple(counts.loc["job_events", ["read", "kept", "rejected"]]) == (
-        len(GOOD_JOB_EVENTS) + 2, len(GOOD_JOB_EVENTS), 2)
+        len(GOOD_JOB_EVENTS) + 2, len(GOOD_JOB_EVENTS) - 1, 2)
+    assert jobs_run["exclusions"][["stage", "table", "reason", "rows"]].values.tolist() == [
+        ["google_2011", "job_events", instance_runs.END_NOT_RUNNING, 1]]
     assert jobs_run["usage"].empty and len(jobs_run["machines"]) == 5
 
 
@@ -389,7 +397,13 @@ def test_real_parts_as_task_runs(tmp_path):
     # DATA/README.md: job_events parts 0-249 (~1.0M rows), task_events parts 0-13.
     numbers = ["read", "kept", "rejected"]
     assert counts.loc["job_events", numbers].tolist() == [947_761, 947_761, 0]
-    assert counts.loc["task_events", numbers].tolist() == [2_609_335, 2_609_335, 0]
+    # End events that end no run (tasks killed while pending, mostly) are exclusions: read =
+    # kept + rejected + excluded. The parts are whole (a prefix), so no run is left out.
+    assert counts.loc["task_events", numbers].tolist() == [2_609_335, 2_579_781, 0]
+    assert tables["exclusions"][["table", "reason", "rows"]].values.tolist() == [
+        ["task_events", instance_runs.END_NOT_RUNNING, 29_554]]
+    assert counts.parts.to_dict() == {"job_events": "00000-00249 of 00500",
+                                      "task_events": "00000-00013 of 00500"}
     runs = tables["instances"]
     # One run per SCHEDULE (no SCHEDULE follows another without an end), of 573,602 tasks.
     assert len(runs) == 890_517 and runs.instance_id.nunique() == 573_602
@@ -419,3 +433,4 @@ def test_real_parts_as_jobs(tmp_path):
     lifetime_s = (jobs.end_time - jobs.start_time).dropna() / 1e6
     assert (lifetime_s > 0).all() and 60 < lifetime_s.median() < 600
     assert jobs.user.nunique() > 500 and jobs.collection_logical_name.notna().all()
+    assert tables["exclusions"].empty

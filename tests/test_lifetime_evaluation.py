@@ -158,7 +158,7 @@ def test_decisions_by_age_by_hand():
     assert table["uptime_s"].tolist() == AGES_S
     assert table["n"].tolist() == [8, 6, 2, 0]
     assert table["n_positive"].tolist() == [4, 4, 2, 0]
-    np.testing.assert_array_equal(table["f1"], [1, 1, 1, 0])
+    np.testing.assert_array_equal(table["f1"], [1, 1, 1, np.nan])  # n = 0: no F1
     np.testing.assert_allclose(table["max_predicted_remaining_s"].iloc[:3],
                                [7 * DAY_S, 7 * DAY_S, 7 * DAY_S])
     np.testing.assert_allclose(table["median_predicted_remaining_s"].iloc[:3],

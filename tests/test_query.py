@@ -50,6 +50,14 @@ def test_every_table_directory_is_a_view(results):
                                   {"source": "b", "reason": "y", "n": 1}]
 
 
+def test_the_pragmas_duckdb_runs_as_queries_are_selects(results):
+    assert query(str(results), "PRAGMA show_tables").column("name").to_pylist() == [
+        "dead_letters", "placement_summary"]
+    columns = query(str(results), "PRAGMA table_info('placement_summary')")
+    assert columns.column("name").to_pylist() == ["policy", "empty_hosts_pct", "defrag"]
+    assert query(str(results), "PRAGMA version").num_rows == 1
+
+
 @pytest.mark.parametrize("sql, message", [
     ("SELECT nope FROM dead_letters", "nope"),
     ("SELECT * FROM no_such_table", "no_such_table"),
@@ -252,7 +260,7 @@ def test_max_rows_is_a_number_of_rows(results, capsys, value):
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"fleetcast query: error: argument --max_rows: '{value}' is not a number of rows "
-        "(0 or more)")
+        "(0 to 2^63 - 1)")
 
 
 def test_a_bigquery_result_prints_as_a_local_one(monkeypatch, capsys):

@@ -60,20 +60,21 @@ def test_a_bigquery_sink_outside_a_run_is_refused():
 def test_parquet_sink_conforms_tables_to_the_declared_schema(tmp_path):
     # Columns out of order, an int where a float is declared, an extra column.
     table = pa.table({"rejected": [1], "kept": [2], "read": [3], "table": ["t"],
-                      "source": ["s"], "extra": [0.5]})
+                      "parts": pa.nulls(1, pa.string()), "source": ["s"], "extra": [0.5]})
     with beam.Pipeline() as pipeline:
         _ = (pipeline | beam.Create([table])
              | sinks.WriteTable(schemas.SOURCE_COUNTS, parquet_dir=str(tmp_path / "counts")))
     written = pq.read_table(str(tmp_path / "counts"))
     assert written.schema.equals(schemas.SOURCE_COUNTS, check_metadata=False)
     assert written.to_pylist() == [{"source": "s", "table": "t", "read": 3, "kept": 2,
-                                    "rejected": 1}]
+                                    "rejected": 1, "parts": None}]
 
 
 def test_parquet_shards_gather_small_tables_into_row_groups(tmp_path, monkeypatch):
     monkeypatch.setattr(sinks._WriteShard, "ROW_GROUP_ROWS", 5)
     tables = [pa.table({"source": ["s"] * n, "table": [f"t{n}"] * n, "read": list(range(n)),
-                        "kept": [0] * n, "rejected": [0] * n}) for n in (2, 2, 3, 1, 0, 4)]
+                        "kept": [0] * n, "rejected": [0] * n, "parts": ["0-1 of 2"] * n})
+              for n in (2, 2, 3, 1, 0, 4)]
     with beam.Pipeline() as pipeline:
         _ = (pipeline | beam.Create(tables)
              | sinks.WriteTable(schemas.SOURCE_COUNTS, parquet_dir=str(tmp_path / "counts"),

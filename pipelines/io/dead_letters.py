@@ -317,13 +317,26 @@ def all_rejected(source_counts: pa.Table, dead: Optional[pa.Table]) -> Optional[
 
 class SummarizeCounts(beam.PTransform):
     """((source, table), (read, kept, rejected)) elements → one SOURCE_COUNTS table (and the
-    per-source Beam counters)."""
+    per-source Beam counters); `parts`, if given, a PCollection of ((source, table), the
+    parts read) pairs for the tables read from numbered parts."""
+
+    def __init__(self, parts: Optional[beam.PCollection] = None):
+        super().__init__()
+        self._parts = parts
 
     def expand(self, pcoll):
+        parts = {} if self._parts is None else beam.pvalue.AsDict(self._parts)
         return (
             pcoll
             | "CountRows" >> beam.Map(count_source_rows)
             | "Sum" >> beam.CombinePerKey(sum_counts)
-            | "Row" >> beam.Map(lambda kv: pa.table({
-                "source": [kv[0][0]], "table": [kv[0][1]], "read": [kv[1][0]],
-                "kept": [kv[1][1]], "rejected": [kv[1][2]]}, schema=schemas.SOURCE_COUNTS)))
+            | "Row" >> beam.Map(counts_row, parts))
+
+
+def counts_row(element, parts: dict) -> pa.Table:
+    """((source, table), (read, kept, rejected)) → one SOURCE_COUNTS row, with the table's
+    parts read from `parts` (null if none)."""
+    (source, table), (read, kept, rejected) = element
+    return pa.table({"source": [source], "table": [table], "read": [read], "kept": [kept],
+                     "rejected": [rejected], "parts": [parts.get((source, table))]},
+                    schema=schemas.SOURCE_COUNTS)

@@ -154,6 +154,12 @@ def _normalised_files(manifest: dict):
     return files, outside, None
 
 
+def _format_number(value) -> bool:
+    """Whether `value` is a manifest format fleetcast reads: the int 1 or FORMAT_VERSION (not
+    true or 1.0, which equal 1 in Python)."""
+    return type(value) is int and value in (1, FORMAT_VERSION)
+
+
 def check(manifest, path: str) -> dict:
     """`manifest` (the parsed JSON of `path`) with its file lists normalised to
     "files" {relative: bytes or None} and "outside" {absolute: bytes or None}; ManifestError
@@ -161,7 +167,7 @@ def check(manifest, path: str) -> dict:
     problem = None
     if not isinstance(manifest, dict):
         problem = f"holds a JSON {type(manifest).__name__}, not an object"
-    elif manifest.get("fleetcast_manifest") not in (1, FORMAT_VERSION):
+    elif not _format_number(manifest.get("fleetcast_manifest")):
         problem = f"unknown format {manifest.get('fleetcast_manifest')!r}"
     elif not isinstance(manifest.get("success"), bool):
         problem = "'success' is not true or false"

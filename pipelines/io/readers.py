@@ -14,7 +14,7 @@ import itertools
 import json
 import lzma
 import re
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import orjson
@@ -254,36 +254,35 @@ def json_chunks(lines, chunk_rows=CHUNK_ROWS):
         yield chunk
 
 
-def _valid_utf8(lines, undecodable: list):
-    """`lines` without the InvalidUtf8 ones, which go to `undecodable` with their reason."""
+def _valid_utf8(lines, undecodable: list, last: list):
+    """`lines` without the InvalidUtf8 ones, which go to `undecodable` with their reason;
+    `last[0]` is the line given last."""
     for line in lines:
         if isinstance(line, InvalidUtf8):
             undecodable.append(("not valid UTF-8", line))
         else:
+            last[0] = line
             yield line
 
 
 def csv_chunks(lines, chunk_rows=CHUNK_ROWS, fieldnames=None):
     """Chunks of CSV rows as dicts. Without `fieldnames` the first line is the header.
 
-    A row with a different number of fields than the header, or a line that is not valid
-    UTF-8, is undecodable.
+    A row with a different number of fields than the header, a record csv.reader refuses (a
+    field over 128 KiB) or a line that is not valid UTF-8 is undecodable.
     """
-    invalid = []
-    reader = csv.reader(_valid_utf8(lines, invalid))
+    invalid, last = [], [""]
+    reader = csv.reader(_valid_utf8(lines, invalid, last))
     if fieldnames is None:
         fieldnames = next(reader, None)
     chunk = RowChunk([], [])
-    for values in reader if fieldnames is not None else ():
-        if not values:
+    for values in _records(reader, last) if fieldnames is not None else ():
+        if isinstance(values, CsvError):
+            chunk.undecodable.append((values.reason, values.raw))
+        elif not values:
             continue
-        raw = ",".join(values)
-        if len(values) != len(fieldnames):
-            chunk.undecodable.append(
-                (f"CSV row has {len(values)} fields, expected {len(fieldnames)}", raw))
         else:
-            chunk.rows.append(dict(zip(fieldnames, values)))
-            chunk.raw.append(raw)
+            _add_csv_row(chunk, values, fieldnames)
         if len(chunk.rows) + len(chunk.undecodable) + len(invalid) >= chunk_rows:
             chunk.undecodable.extend(invalid)
             invalid.clear()
@@ -292,6 +291,36 @@ def csv_chunks(lines, chunk_rows=CHUNK_ROWS, fieldnames=None):
     chunk.undecodable.extend(invalid)
     if chunk.rows or chunk.undecodable:
         yield chunk
+
+
+class CsvError(NamedTuple):
+    """A record csv.reader refuses (a field over its limit, 128 KiB): why, and the line it
+    refused it on."""
+
+    reason: str
+    raw: str
+
+
+def _records(reader, last: list):
+    """The records of `reader`, a CsvError in place of one it refuses (`last[0]`: the line
+    the reader read last)."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            yield CsvError(f"not a CSV record: {e}", last[0].rstrip("\r\n"))
+
+
+def _add_csv_row(chunk, values, fieldnames):
+    raw = ",".join(values)
+    if len(values) != len(fieldnames):
+        chunk.undecodable.append(
+            (f"CSV row has {len(values)} fields, expected {len(fieldnames)}", raw))
+    else:
+        chunk.rows.append(dict(zip(fieldnames, values)))
+        chunk.raw.append(raw)
 
 
 def parquet_batches(readable_file, batch_rows: int, columns=None):

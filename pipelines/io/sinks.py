@@ -25,6 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import progress, schemas
 from pipelines.io import bigquery, manifests, publish, spill
+from pipelines.io.failures import RunFailed
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -250,16 +251,34 @@ def _parquet_batches(readable_file, schema: pa.Schema, batch_rows: int = 1 << 18
         parquet = pq.ParquetFile(handle)
         absent = [f for f in schema if f.name not in parquet.schema_arrow.names]
         missing = [f.name for f in absent if schemas.DERIVED not in (f.metadata or {})]
+        path = readable_file.metadata.path
         if missing:
-            raise ValueError(f"{readable_file.metadata.path} lacks columns {missing} of its "
-                             f"declared schema")
+            raise RunFailed(f"{path}: lacks the columns {', '.join(missing)} of the table's "
+                            "schema")
         present = [name for name in schema.names if name in parquet.schema_arrow.names]
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=present):
             if batch.num_rows:
                 table = pa.Table.from_batches([batch])
                 for f in absent:  # derived columns of a table written before they existed
                     table = table.append_column(f, pa.nulls(table.num_rows, f.type))
-                yield conform(table, schema)
+                yield _loaded(table, schema, path)
+
+
+def _loaded(table: pa.Table, schema: pa.Schema, path: str) -> pa.Table:
+    """`table`, read from `path`, conformed to `schema`; RunFailed naming the file and the
+    column whose values do not fit its type (a float end_time of inf or 2^63 in an int64
+    column, say)."""
+    failures = (pa.ArrowInvalid, pa.ArrowNotImplementedError)
+    try:
+        return conform(table, schema)
+    except failures:
+        for f in schema:
+            try:
+                table.column(f.name).cast(f.type)
+            except failures as e:
+                raise RunFailed(f"{path}: column {f.name} ({table.schema.field(f.name).type}) "
+                                f"does not convert to the table's {f.type}: {e}") from None
+        raise
 
 
 class ReadTable(beam.PTransform):

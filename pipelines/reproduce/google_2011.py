@@ -116,6 +116,7 @@ def variant_gain(model: str, better: str, worse: str, column: str = "auc"):
 def f1_slope(model: str, variant: str, column: str = "f1"):
     """The least-squares slope of `column` per day since the split (lifetime_by_period)."""
     def reduce(frame):
+        frame = frame.dropna(subset=[column])  # a day without a test instance has no F1
         if len(frame) < 3:
             raise NotComparable(f"fewer than 3 test days for {model} of variant {variant}")
         slope = float(np.polyfit(frame["period"], frame[column], 1)[0])

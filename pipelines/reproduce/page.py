@@ -24,7 +24,7 @@ from typing import Iterable, List, Optional, Sequence, Set, Tuple
 
 import pandas as pd
 
-from pipelines import run as run_pipeline
+from pipelines import fleetcast_version
 from pipelines.io.owned_files import OwnedDirectory, find_marker, marker, owned_paths, read_text
 from pipelines.reproduce.claims import VERDICTS, Outcome
 
@@ -155,7 +155,7 @@ def page_text(paper, outcomes: Sequence[Outcome], runs, figures, tables, code: s
              f"Written by `fleetcast reproduce {paper.key}{' --quick' if runs.quick else ''}`;"
              " run it again rather than editing this page.", "",
              markdown_table(["", ""], [
-                 ["fleetcast version", run_pipeline.fleetcast_version()],
+                 ["fleetcast version", fleetcast_version()],
                  ["commit", code], ["date", date], ["mode", mode],
                  ["verdicts", counts_text(by_verdict)]]), "",
              paper.summary, ""]

@@ -18,7 +18,13 @@ Choices where the trace is silent:
 - An event at time 0 happened before the trace window (which opens at 600 s): it stays at
   0, and the lifetime stage reads start_time <= trace_start_us = 0 as running before it.
 - An event at 2^63 - 1 (after the trace end): an end event there leaves its run censored,
-  as in v3. (The first half of the month's job_events and 20 h of task_events have none.)
+  as in v3; a SCHEDULE there is excluded, never an instance. (The first half of the month's
+  job_events and 20 h of task_events have none.)
+- Parts: each table's files must be whole (pipelines.sources.parts: every number from the
+  first to the last present, one `-of-` count), else the run fails naming the missing parts
+  unless `allow_missing_parts`; source_counts.parts says which were read. End events that end
+  no run, runs still going after their job ended and runs across the time gap of missing
+  parts are exclusions (pipelines.sources.instance_runs).
 - missing_info is not read: an event the trace synthesised (missing_info set) counts as any
   other. A job or task never scheduled has no row; events of one timestamp order by type.
 """
@@ -34,6 +40,7 @@ from pipelines.io.columnar import FLOAT, INT, TEXT, Field
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
+    EXCLUSIONS,
     ROWS,
     ChunkParser,
     ParseChunks,
@@ -45,7 +52,7 @@ from pipelines.io.dead_letters import (
     to_int,
 )
 from pipelines.io.readers import ReadFileChunks
-from pipelines.sources import instance_runs
+from pipelines.sources import instance_runs, parts
 
 SOURCE = "google_2011"
 Unit = fleetcast_pb2.Google2011Source.Unit
@@ -227,9 +234,17 @@ TABLES = {"job_events": (JOB_EVENTS_COLUMNS, JobEventParser),
 def job_instances(jobs: pa.Table, pool: str) -> pa.Table:
     """Canonical instances of unit JOBS from the job_events of whole jobs: one row per job
     with a SCHEDULE, its first SCHEDULE to its final end event (null end: still running)."""
+    return job_runs(jobs, pool)[0]
+
+
+def job_runs(jobs: pa.Table, pool: str,
+             coverage: instance_runs.Coverage = instance_runs.NO_COVERAGE):
+    """(job_instances, {exclusion reason: job events}): jobs whose first SCHEDULE is after
+    the trace end or whose span crosses a gap of missing parts, and end events outside every
+    job's span, are excluded (instance_runs.spans)."""
     col = {name: jobs.column(name).to_numpy() for name in ("time", "type", "collection_id")}
-    start, end = instance_runs.first_to_final_end(col["time"], col["type"],
-                                                  col["collection_id"], TRACE)
+    start, end, excluded = instance_runs.spans(col["time"], col["type"], col["collection_id"],
+                                               TRACE, coverage)
     starts = jobs.take(pa.array(start))
     columns = {
         "instance_id": starts.column("collection_id").cast(pa.string()),
@@ -238,21 +253,27 @@ def job_instances(jobs: pa.Table, pool: str) -> pa.Table:
         **instance_runs.end_columns(col["time"], col["type"], end, TRACE),
         **{name: starts.column(name) for name in JOB_COLUMNS},
     }
-    return instance_runs.canonical(schemas.INSTANCES, columns, len(start))
+    return instance_runs.canonical(schemas.INSTANCES, columns, len(start)), excluded
 
 
-def build_job_shard(element, pool: str):
-    """(shard, {jobs}) → ("instances", table) pairs of unit JOBS."""
+def build_job_shard(element, pool: str,
+                    coverage: instance_runs.Coverage = instance_runs.NO_COVERAGE):
+    """(shard, {jobs}) → (tag, value) pairs of unit JOBS: instances, exclusions and the
+    counts they move."""
     _, grouped = element
     jobs = instance_runs.shard_table(grouped, "jobs", JOB_EVENTS)
     if jobs.num_rows:
-        yield "instances", job_instances(jobs, pool)
+        instances, excluded = job_runs(jobs, pool, coverage)
+        if instances.num_rows:
+            yield "instances", instances
+        yield from instance_runs.left_out_events(TRACE, "job_events", 0, excluded)
 
 
 class ReadGoogle2011(beam.PTransform):
     """Google2011Source config → dict of PCollections of Arrow tables.
 
-    Keys: machines, instances, usage (canonical tables), dead_letters, counts.
+    Keys: machines, instances, usage (canonical tables), dead_letters, counts, exclusions
+    (((source, table, reason), rows) pairs) and parts (((source, table), the parts read)).
     """
 
     def __init__(self, source, columnar_readers: bool = True):
@@ -260,13 +281,17 @@ class ReadGoogle2011(beam.PTransform):
         super().__init__()
         self._source = source
         self._columnar = columnar_readers
+        self._parts = {}
 
     def _read(self, pbegin, name: str, parser: ChunkParser, columns):
-        """(rows, dead letters, counts) of table `name` (empty if not configured)."""
+        """(rows, dead letters, counts) of table `name` (empty if not configured); its parts
+        checked first (RunFailed for a gap unless allow_missing_parts)."""
         pattern = getattr(self._source, name)
         if not pattern:
             empty = pbegin | f"No{name}" >> beam.Create([])
             return empty, empty, empty
+        self._parts[name] = parts.read_parts(pattern, f"{SOURCE}.{name}",
+                                             self._source.allow_missing_parts)
         if self._columnar and name in TABLES:
             parsed = pbegin | f"Read{name}" >> columnar.ParseFiles(
                 pattern, CSV, _Columns(parser), fieldnames=columns)
@@ -276,6 +301,16 @@ class ReadGoogle2011(beam.PTransform):
                       | f"Parse{name}" >> ParseChunks(parser))
         return parsed[ROWS], parsed[DEAD_LETTERS], parsed[COUNTS]
 
+    def _coverage(self, pbegin, name: str, rows):
+        """The Coverage side input of table `name`'s parsed `rows` (its gaps' neighbour parts
+        parsed again for their times)."""
+        columns, parser_class = TABLES[name]
+        neighbours = instance_runs.gap_neighbour_rows(
+            pbegin, self._parts[name].gap_neighbours(),
+            lambda path: columnar.ParseFiles(path, CSV, _Columns(parser_class()),
+                                             fieldnames=columns), f"GapParts{name}")
+        return instance_runs.coverage(rows, neighbours, f"Coverage{name}")
+
     def expand(self, pbegin):
         source, pool = self._source, self._source.pool
         tasks = source.unit == Unit.TASKS
@@ -284,6 +319,8 @@ class ReadGoogle2011(beam.PTransform):
                  if tasks or name == "job_events"}
         reads["machine_events"] = self._read(pbegin, "machine_events",
                                              MachineEventParser(pool), MACHINE_EVENTS_COLUMNS)
+        events = "task_events" if tasks else "job_events"
+        coverage = self._coverage(pbegin, events, reads[events][0])
         if tasks:
             grouped = instance_runs.group_by_collection_shard(
                 {"events": reads["task_events"][0], "usage": reads["task_usage"][0],
@@ -291,18 +328,18 @@ class ReadGoogle2011(beam.PTransform):
             built = (
                 grouped
                 | "BuildTaskRunsAndJoinUsage" >> beam.FlatMap(
-                    instance_runs.build_shard, pool, TRACE)
+                    instance_runs.build_shard, pool, TRACE, coverage)
                 | "SplitShardOutputs" >> SplitByTag(("instances", "usage", DEAD_LETTERS,
-                                                     COUNTS)))
+                                                     COUNTS, EXCLUSIONS)))
         else:
             grouped = instance_runs.group_by_collection_shard(
                 {"jobs": reads["job_events"][0]}, source.num_shards, "GroupByJobShard")
             built = (
                 grouped
-                | "BuildJobs" >> beam.FlatMap(build_job_shard, pool)
-                | "SplitShardOutputs" >> SplitByTag(("instances",)))
+                | "BuildJobs" >> beam.FlatMap(build_job_shard, pool, coverage)
+                | "SplitShardOutputs" >> SplitByTag(("instances", COUNTS, EXCLUSIONS)))
             built.update({key: pbegin | f"No{key}" >> beam.Create([])
-                          for key in ("usage", DEAD_LETTERS, COUNTS)})
+                          for key in ("usage", DEAD_LETTERS)})
         return {
             "machines": reads["machine_events"][0],
             "instances": built["instances"],
@@ -311,6 +348,8 @@ class ReadGoogle2011(beam.PTransform):
                              | "FlattenDeadLetters" >> beam.Flatten()),
             "counts": ([table_counts for _, _, table_counts in reads.values()]
                        + [built[COUNTS]] | "FlattenCounts" >> beam.Flatten()),
+            "exclusions": built[EXCLUSIONS],
+            "parts": pbegin | "Parts" >> beam.Create(parts.described(SOURCE, self._parts)),
         }
 
 
@@ -340,5 +379,7 @@ def validate_config(check, source, field: str = "google_2011"):
     for name in ("job_events", "task_events", "machine_events", "task_usage"):
         if getattr(source, name):
             check.path_exists(getattr(source, name), f"{field}.{name}")
+            parts.validate(check, getattr(source, name), f"{field}.{name}",
+                           source.allow_missing_parts)
     check.require(bool(source.pool.strip()), f"{field}.pool", "is empty: give a pool name")
     check.positive(source, "num_shards", field)

@@ -12,6 +12,12 @@ Instances and usage are built per shard of collections: every event, usage windo
 collection event of a collection lands in the same shard (by a hash of collection_id), where
 numpy builds the instance runs and joins the usage windows (pipelines.sources.instance_runs,
 shared with the 2011 trace). `num_shards` bounds the memory of one shard.
+
+A table read from files must be whole (pipelines.sources.parts: numbered shards from the
+first to the last present, one `-of-` count), else the run fails naming the missing shards
+unless `allow_missing_parts`; source_counts.parts says which were read. End events that end
+no run, runs still going after their collection ended, runs across the time gap of missing
+shards and SCHEDULEs after the trace end are exclusions (pipelines.sources.instance_runs).
 """
 
 import json
@@ -27,6 +33,7 @@ from pipelines.io.columnar import DISTRIBUTION, FLOAT, INT, Field
 from pipelines.io.dead_letters import (
     COUNTS,
     DEAD_LETTERS,
+    EXCLUSIONS,
     ROWS,
     ChunkParser,
     ParseChunks,
@@ -38,7 +45,7 @@ from pipelines.io.dead_letters import (
     to_int,
 )
 from pipelines.io.readers import ReadTableChunks, file_format, read_bigquery
-from pipelines.sources import instance_runs
+from pipelines.sources import instance_runs, parts
 
 SOURCE = "google_v3"
 
@@ -291,7 +298,8 @@ def join_usage(events: pa.Table, usage: pa.Table):
 class ReadGoogleV3(beam.PTransform):
     """GoogleV3Source config → dict of PCollections of Arrow tables.
 
-    Keys: machines, instances, usage (canonical tables), dead_letters, counts.
+    Keys: machines, instances, usage (canonical tables), dead_letters, counts, exclusions
+    (((source, table, reason), rows) pairs) and parts (((source, table), the parts read)).
     """
 
     def __init__(self, source, columnar_readers: bool = True):
@@ -300,13 +308,19 @@ class ReadGoogleV3(beam.PTransform):
         self._source = source
         self._num_shards = source.num_shards
         self._columnar = columnar_readers
+        self._parts = {}
 
     def _read(self, pbegin, name, parser):
+        """(rows, dead letters, counts) of table `name` (empty if not configured); the parts
+        of a file input checked first (RunFailed for a gap unless allow_missing_parts)."""
         table_input = getattr(self._source, name)
         which = table_input.WhichOneof("input")
         if which is None:
             empty = pbegin | f"No{name}" >> beam.Create([])
             return empty, empty, empty
+        if which == "path":
+            self._parts[name] = parts.read_parts(table_input.path, f"{SOURCE}.{name}.path",
+                                                 self._source.allow_missing_parts)
         if (self._columnar and name in COLUMNAR and which == "path"
                 and columnar.supports(file_format(table_input))):
             parsed = pbegin | f"Read{name}" >> columnar.ParseFiles(
@@ -321,6 +335,17 @@ class ReadGoogleV3(beam.PTransform):
                                                          columns=BIGQUERY_COLUMNS[name])
                       | f"Parse{name}" >> ParseChunks(parser))
         return parsed[ROWS], parsed[DEAD_LETTERS], parsed[COUNTS]
+
+    def _coverage(self, pbegin, events):
+        """The Coverage side input of the parsed instance `events` (the neighbour shards of
+        a gap parsed again for their times)."""
+        table_input = self._source.instance_events
+        found = self._parts.get("instance_events")
+        neighbours = instance_runs.gap_neighbour_rows(
+            pbegin, found.gap_neighbours() if found else [],
+            lambda path: columnar.ParseFiles(path, table_input.format, InstanceEventColumns()),
+            "GapPartsinstance_events")
+        return instance_runs.coverage(events, neighbours, "Coverageinstance_events")
 
     def expand(self, pbegin):
         pool = self._source.pool
@@ -339,8 +364,9 @@ class ReadGoogleV3(beam.PTransform):
         built = (
             grouped
             | "BuildInstancesAndJoinUsage" >> beam.FlatMap(
-                instance_runs.build_shard, pool, TRACE)
-            | "SplitShardOutputs" >> SplitByTag(("instances", "usage", DEAD_LETTERS, COUNTS)))
+                instance_runs.build_shard, pool, TRACE, self._coverage(pbegin, events))
+            | "SplitShardOutputs" >> SplitByTag(("instances", "usage", DEAD_LETTERS, COUNTS,
+                                                 EXCLUSIONS)))
         dead_letters = (
             (events_dead, usage_dead, coll_dead, machines_dead, built[DEAD_LETTERS])
             | "FlattenDeadLetters" >> beam.Flatten())
@@ -348,7 +374,9 @@ class ReadGoogleV3(beam.PTransform):
             (events_counts, usage_counts, coll_counts, machines_counts, built[COUNTS])
             | "FlattenCounts" >> beam.Flatten())
         return {"machines": machines, "instances": built["instances"], "usage": built["usage"],
-                "dead_letters": dead_letters, "counts": all_counts}
+                "dead_letters": dead_letters, "counts": all_counts,
+                "exclusions": built[EXCLUSIONS],
+                "parts": pbegin | "Parts" >> beam.Create(parts.described(SOURCE, self._parts))}
 
 
 # What each TableInput choice must hold, for the message of an empty one.
@@ -357,7 +385,8 @@ _TABLE_INPUT_CONTENTS = {"path": "a file pattern (local or gs://)",
                          "bigquery_query": "a SQL query"}
 
 
-def _validate_table_input(check, message, field: str, required: bool):
+def _validate_table_input(check, message, field: str, required: bool,
+                          allow_missing_parts: bool = False):
     which = message.WhichOneof("input")
     if which is None:
         if required:
@@ -366,6 +395,7 @@ def _validate_table_input(check, message, field: str, required: bool):
         check.fail(f"{field}.{which}", f"is empty: give {_TABLE_INPUT_CONTENTS[which]}")
     elif which == "path":
         check.path_exists(message.path, f"{field}.path")
+        parts.validate(check, message.path, f"{field}.path", allow_missing_parts)
     elif which == "bigquery_table":
         check.bigquery_table(message.bigquery_table, f"{field}.bigquery_table")
 
@@ -373,6 +403,8 @@ def _validate_table_input(check, message, field: str, required: bool):
 def validate_config(check, source, field: str = "google_v3"):
     """Checks a GoogleV3Source message (configs/checks.py Checker)."""
     check.positive(source, "num_shards", field)
-    _validate_table_input(check, source.instance_events, f"{field}.instance_events", True)
+    _validate_table_input(check, source.instance_events, f"{field}.instance_events", True,
+                          source.allow_missing_parts)
     for name in ("instance_usage", "machine_events", "collection_events"):
-        _validate_table_input(check, getattr(source, name), f"{field}.{name}", False)
+        _validate_table_input(check, getattr(source, name), f"{field}.{name}", False,
+                              source.allow_missing_parts)

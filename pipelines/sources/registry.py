@@ -11,6 +11,7 @@ import dataclasses
 from typing import Callable, FrozenSet, Optional, Union
 
 from configs.registry import Registry
+from configs.units import DAY_US
 from pipelines.sources import azure_packing, azure_v1, google_2011, google_v3, synthetic
 
 
@@ -26,6 +27,10 @@ class TraceSource:
         -> bool when the config decides; `configured` resolves it).
       has_usage: message -> whether the configured source yields a usage table.
       usage_metrics: the Metric choices its usage table carries (None: every one).
+      customer_columns: message -> the customer columns (pipelines/history.py
+        CUSTOMER_COLUMNS) its instances fill.
+      span_us: message -> the trace's length in µs when the config fixes it, or None: known
+        only once the trace is read.
     """
 
     read: Callable
@@ -33,7 +38,9 @@ class TraceSource:
     title: str
     has_hosts: Union[bool, Callable]
     has_usage: Callable
+    customer_columns: Callable
     usage_metrics: Optional[FrozenSet[str]] = None
+    span_us: Optional[Callable] = None
 
     def configured(self, message) -> "TraceSource":
         """This source as `message` configures it: has_hosts a bool."""
@@ -46,21 +53,28 @@ SOURCES = Registry("trace source")
 SOURCES.register("google_v3", TraceSource(
     read=lambda message, work_dir: google_v3.ReadGoogleV3(message),
     validate=google_v3.validate_config, title="the Google v3 trace", has_hosts=True,
-    has_usage=lambda message: message.instance_usage.WhichOneof("input") is not None))
+    has_usage=lambda message: message.instance_usage.WhichOneof("input") is not None,
+    customer_columns=lambda message: (
+        ("user",) if message.collection_events.WhichOneof("input") else ())))
 SOURCES.register("azure_v1", TraceSource(
     read=lambda message, work_dir: azure_v1.ReadAzureV1(message),
     validate=azure_v1.validate_config, title="the Azure V1 trace", has_hosts=False,
     has_usage=lambda message: bool(message.vm_cpu_readings),
+    customer_columns=lambda message: ("subscription_id",) if message.vmtable else (),
     usage_metrics=frozenset({"avg_cpu", "max_cpu"})))
 SOURCES.register("azure_packing_2020", TraceSource(
     read=lambda message, work_dir: azure_packing.ReadAzurePacking2020(message),
     validate=azure_packing.validate_config, title="the Azure packing trace", has_hosts=False,
-    has_usage=lambda message: False))
+    has_usage=lambda message: False, customer_columns=lambda message: ("user",)))
 SOURCES.register("synthetic", TraceSource(
     read=synthetic.read_synthetic, validate=synthetic.validate_config,
-    title="the synthetic trace", has_hosts=True, has_usage=lambda message: True))
+    title="the synthetic trace", has_hosts=True, has_usage=lambda message: True,
+    customer_columns=lambda message: ("user",),
+    # The generator's events all fall before its horizon (synthetic.trace.trace_horizon_us).
+    span_us=lambda message: round(message.days * DAY_US)))
 SOURCES.register("google_2011", TraceSource(
     read=lambda message, work_dir: google_2011.ReadGoogle2011(message),
     validate=google_2011.validate_config, title="the Google 2011 trace",
     has_hosts=google_2011.has_machines, has_usage=google_2011.has_usage,
+    customer_columns=lambda message: ("user",),
     usage_metrics=frozenset({"avg_cpu", "max_cpu", "avg_memory", "max_memory"})))

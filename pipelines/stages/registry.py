@@ -61,6 +61,11 @@ def _has_usage(config) -> bool:
     return has_usage(config)
 
 
+def _trace_span_us(config):
+    from pipelines.config import trace_span_us  # pipelines.config imports this module
+    return trace_span_us(config)
+
+
 STAGES = Registry("stage")
 STAGES.register("overcommit", Stage(
     label="Overcommit",
@@ -75,7 +80,7 @@ STAGES.register("lifetime_model", Stage(
     build=lambda config, work_dir: _stage("lifetime").LifetimeStage(config.lifetime_model,
                                                                     work_dir),
     validate=lambda check, config, source: _stage("lifetime").validate_config(
-        check, config.lifetime_model),
+        check, config.lifetime_model, trace_span_us=_trace_span_us(config)),
     tables=tuple(schemas.LIFETIME_TABLES), summary=lambda message: "lifetime model",
     report="pipelines.report.lifetime"))
 STAGES.register("placement", Stage(

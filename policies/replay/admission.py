@@ -367,13 +367,14 @@ class Admission:
         totals.overflows[occupied & (used > self.pool.capacity[:, 0])] += 1
 
     def summary(self) -> dict:
-        """Pool-wide rates over the recorded host windows (percentages; NaN without any)."""
+        """Pool-wide rates over the recorded host windows (percentages; None without any, a
+        null in the table)."""
         totals = self.totals
         scored = int(totals.scored.sum())
         windows = int(totals.windows.sum())
 
         def pct(value, count):
-            return 100.0 * float(value) / count if count else float("nan")
+            return 100.0 * float(value) / count if count else None
 
         return {"admission_windows": windows, "admission_scored_windows": scored,
                 "violation_rate_pct": pct(totals.violations.sum(), scored),

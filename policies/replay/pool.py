@@ -96,6 +96,20 @@ def peak_demand(arrival_us: np.ndarray, exit_us: np.ndarray, demand: np.ndarray)
     return np.max(np.cumsum(deltas[order], axis=0), axis=0, initial=0.0)
 
 
+def peak_demand_time(arrival_us: np.ndarray, exit_us: np.ndarray, demand: np.ndarray,
+                     dimension: int) -> int:
+    """The first time (µs) the demand of live VMs in `dimension` reaches its peak
+    (`peak_demand`'s); -1 without VMs."""
+    if not len(arrival_us):
+        return -1
+    demand = np.asarray(demand, dtype=np.float64)[:, dimension]
+    times = np.concatenate([exit_us, arrival_us])
+    is_arrival = np.concatenate([np.zeros(len(exit_us), bool), np.ones(len(arrival_us), bool)])
+    order = np.lexsort((is_arrival, times))
+    live = np.cumsum(np.concatenate([-demand, demand])[order])
+    return int(times[order][np.argmax(live)])
+
+
 class PoolState:
     """Capacity in use, live VMs and exit estimates of every host of one pool.
 

@@ -98,9 +98,12 @@ def threshold_at_recall(is_positive: np.ndarray, score: np.ndarray, recall: floa
 
 def precision_recall_f1(is_positive: np.ndarray, predicted_positive: np.ndarray
                         ) -> Tuple[float, float, float]:
-    """(precision, recall, F1) of hard predictions; a ratio with a zero denominator is 0."""
+    """(precision, recall, F1) of hard predictions; a ratio with a zero denominator is 0,
+    all three NaN (null in the tables) without an instance."""
     is_positive = np.asarray(is_positive, dtype=bool)
     predicted_positive = np.asarray(predicted_positive, dtype=bool)
+    if not len(is_positive):
+        return float("nan"), float("nan"), float("nan")
     true_positives = np.count_nonzero(is_positive & predicted_positive)
     n_predicted, n_positive = np.count_nonzero(predicted_positive), np.count_nonzero(is_positive)
     precision = true_positives / n_predicted if n_predicted else 0.0

@@ -2,6 +2,7 @@
 
 import math
 import re
+from typing import Optional
 
 from configs.checks import MAX_DURATION, Limit
 from predictors.lifetime.features import FEATURES
@@ -26,10 +27,12 @@ MAX_UPTIME_QUANTILES = Limit(1_000, "quantiles",
                              "each repredicts every finished test instance once")
 
 
-def validate_config(check, config, field: str = "lifetime_model"):
+def validate_config(check, config, field: str = "lifetime_model",
+                    trace_span_us: Optional[int] = None):
     """Checks a LifetimeModelConfig, reporting through `check` (configs/checks.py) under
     `field`: the stage's own fields (examples, split, evaluation) here, each model's fields
-    through its registry entry (`validate_models`)."""
+    through its registry entry (`validate_models`); `trace_span_us` is the trace's length
+    when the config fixes it (pipelines/config.py `trace_span_us`)."""
     for name in ("lifetime_cap_s", "min_remaining_s", "long_lived_threshold_s",
                  "long_lived_decision_s"):
         check.duration(config, name, field)
@@ -45,6 +48,8 @@ def validate_config(check, config, field: str = "lifetime_model"):
                   f"must be finite, got {config.time_origin_s}")
     check.require(0 < config.train_fraction < 1, f"{field}.train_fraction",
                   f"must be in (0, 1), got {config.train_fraction}")
+    if config.HasField("split_time_us"):
+        _validate_split_time(check, config, f"{field}.split_time_us", trace_span_us)
     check.require(config.min_remaining_s <= config.lifetime_cap_s, f"{field}.min_remaining_s",
                   f"must not exceed lifetime_cap_s {config.lifetime_cap_s}, got "
                   f"{config.min_remaining_s}")
@@ -67,6 +72,7 @@ def validate_config(check, config, field: str = "lifetime_model"):
                   f"{field}.min_observation_probability",
                   f"must be in (0, 1], got {config.min_observation_probability}")
     _validate_variants(check, config, field)
+    _check_named_once(check, config.feature, field)
     validate_models(check, config, field)
     if config.HasField("examples"):
         which = config.examples.WhichOneof("load_or_write")
@@ -75,6 +81,20 @@ def validate_config(check, config, field: str = "lifetime_model"):
         else:
             check.fail(f"{field}.examples", "only output is supported: examples are derived "
                        "from the instances (load the instances table instead)")
+
+
+def _validate_split_time(check, config, field: str, trace_span_us: Optional[int]):
+    """A split that leaves instances on both sides, where the config alone can tell: the
+    training instances start after trace_start_us and before the split, the test ones from
+    the split to the trace's end."""
+    split_us = config.split_time_us
+    check.require(split_us > config.trace_start_us, field,
+                  f"must be after trace_start_us {config.trace_start_us} (the instances "
+                  f"starting at or before it have no known lifetime), or no instance is left "
+                  f"to train on; got {split_us}")
+    check.require(trace_span_us is None or split_us < trace_span_us, field,
+                  f"must be before the trace's end at {trace_span_us} µs, or no instance is "
+                  f"left to test on; got {split_us}")
 
 
 def _validate_variants(check, config, field: str):
@@ -92,3 +112,15 @@ def _validate_variants(check, config, field: str):
         for j, name in enumerate(variant.feature):
             check.require(name in known, f"{where}.feature[{j}]",
                           f"unknown feature {name!r}; known: {', '.join(known)}")
+        _check_named_once(check, variant.feature, where)
+
+
+def _check_named_once(check, features, field: str):
+    """Each feature of `features` (the `feature` list under `field`) named once: a model
+    takes each feature as one column."""
+    features = list(features)
+    for j, name in enumerate(features):
+        first = features.index(name)
+        check.require(first == j, f"{field}.feature[{j}]",
+                      f"names {name!r} a second time (first at feature[{first}]): a model "
+                      "takes each feature once")

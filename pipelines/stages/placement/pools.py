@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 
 from configs.checks import Limit
 from configs.units import US_PER_S
-from pipelines import schemas
+from pipelines import progress, schemas
 from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.usage import PoolUsage, pool_usage
-from policies.replay.pool import PoolSpec
+from policies.replay.pool import PoolSpec, peak_demand, peak_demand_time
 from policies.replay.simulator import (
     PlacementTrace,
 )
@@ -38,6 +38,8 @@ EXCLUDED = frozenset((REASON_NO_REQUEST, REASON_ZERO_REQUEST, REASON_TOO_LARGE,
 # table, which the policies scan.
 MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of every replay's "
                   "host table")
+# Where a pool's hosts come from (placement_summary.hosts_from).
+HOSTS_FROM_MACHINES, HOSTS_FROM_COUNT, HOSTS_FROM_PEAK = "machines", "host_count", "peak_demand"
 # Metric samples per replay: each is a pass over the hosts and a placement_timeseries row
 # (a million is a month sampled every 2.6 s).
 MAX_SAMPLES = 1_000_000
@@ -52,7 +54,8 @@ class PoolInput:
     """A pool ready to replay (the replays' side input): its trace, hosts, window, for
     model lifetime sources only the instance rows in trace order (in a run, their
     MODEL_COLUMNS; a table, or a Spilled reference to one: `instance_rows` reads either),
-    and for an admission its VMs' usage samples (`vm_usage` maps them if spilled)."""
+    and for an admission its VMs' usage samples (`vm_usage` maps them if spilled); where
+    its hosts come from (HOSTS_FROM_*) and, sized by peak demand, the peak's time (µs)."""
     pool: str
     trace: PlacementTrace
     spec: PoolSpec
@@ -60,6 +63,8 @@ class PoolInput:
     end_us: int
     instances: Optional[Union[pa.Table, spill.Spilled]] = None
     usage: Optional[Union[VmUsage, PoolUsage]] = None
+    hosts_from: str = HOSTS_FROM_MACHINES
+    peak_demand_time_us: Optional[int] = None
 
     def instance_rows(self) -> Optional[pa.Table]:
         """The instance rows (memory-mapped from the run's spill file if spilled)."""
@@ -129,6 +134,20 @@ def pool_spec(config, capacity: Optional[np.ndarray], trace: PlacementTrace) -> 
     return PoolSpec(capacity)
 
 
+def hosts_origin(config, trace: PlacementTrace):
+    """(HOSTS_FROM_* of the pool's hosts, the time in µs of the peak demand that sized them
+    or None): the machines table's, host_shape × host_count, or host_shape × as many as the
+    peak demand needs (the peak of the dimension that sets the count)."""
+    if not config.HasField("host_shape"):
+        return HOSTS_FROM_MACHINES, None
+    if config.HasField("host_count"):
+        return HOSTS_FROM_COUNT, None
+    shape = np.array([config.host_shape.cpu, config.host_shape.memory])
+    binding = int(np.argmax(peak_demand(trace.arrival_us, trace.exit_us, trace.demand) / shape))
+    return HOSTS_FROM_PEAK, peak_demand_time(trace.arrival_us, trace.exit_us, trace.demand,
+                                             binding)
+
+
 def prepare_pool(element, config, keep_instances: bool,
                  spill_to: Optional[spill.SpillTo] = None,
                  columns: Sequence[str] = MODEL_COLUMNS, step_s: Optional[float] = None):
@@ -187,8 +206,14 @@ def prepare_pool(element, config, keep_instances: bool,
         usage = pool_usage(grouped.get("samples", ()),
                            instances.column("instance_id").take(pa.array(kept)), start, step_s,
                            spill_to)
-    yield POOLS, PoolInput(pool, trace, pool_spec(config, capacity, trace), start_us, end_us,
-                           rows, usage)
+    spec = pool_spec(config, capacity, trace)
+    hosts_from, peak_us = hosts_origin(config, trace)
+    if hosts_from == HOSTS_FROM_PEAK:
+        progress.report("placement: pool %r: %d hosts of cpu %g, memory %g derived from its "
+                        "peak demand at t = %.0f s (no placement.host_count)", pool,
+                        spec.num_hosts, *spec.capacity[0], peak_us / US_PER_S)
+    yield POOLS, PoolInput(pool, trace, spec, start_us, end_us, rows, usage, hosts_from,
+                           peak_us)
 
 
 def check_samples(pool: str, start_us: int, end_us: int, config):

@@ -505,7 +505,8 @@ def summary_row(pool_input: PoolInput, result, spec: ReplaySpec, config) -> dict
     row = {name: values[0] for name, values in
            _key_columns(pool_input, spec, 1, config).items()}
     row.update(
-        num_hosts=pool_input.spec.num_hosts, vms=len(host_of_vm),
+        num_hosts=pool_input.spec.num_hosts, hosts_from=pool_input.hosts_from,
+        peak_demand_time_us=pool_input.peak_demand_time_us, vms=len(host_of_vm),
         placed_vms=int(np.sum(host_of_vm >= 0)), failed_vms=int(np.sum(host_of_vm == FAILED)),
         not_replayed_vms=int(np.sum(host_of_vm == NOT_REPLAYED)), warm_start=spec.warm_start)
     for name in ("warmup_vms", "warmup_failed", "warm_start_vms", "placements",
