@@ -1,6 +1,7 @@
 """MkDocs hooks: the pages generated at build time, so they never go stale.
 
-Two pages hold a marker line that the build replaces (nothing generated is committed):
+Two pages hold a marker line that the build replaces (nothing generated is committed), and
+the site gets the Web Worker shim its search needs from file:// (`on_post_build`):
 
 - configuration.md, `<!-- fleetcast: configuration reference -->`: every field reachable
   from `RunConfig`, with its type, default and the comment above it in
@@ -13,6 +14,7 @@ The repository root is put first on sys.path, so the pages describe the checkout
 """
 
 import pathlib
+import shutil
 import sys
 import tempfile
 from typing import Dict, List, Optional
@@ -22,6 +24,7 @@ sys.path.insert(0, str(REPO))
 
 import pyarrow as pa  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
+from mkdocs.exceptions import PluginError  # noqa: E402
 
 from pipelines import schemas  # noqa: E402
 
@@ -234,3 +237,18 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if TABLE_MARKER in markdown:
         markdown = markdown.replace(TABLE_MARKER, table_reference())
     return markdown
+
+
+# The Web Worker shim of mkdocs.yml's extra.polyfills, from the npm package in package.json.
+WORKER_SHIM = REPO / "node_modules" / "iframe-worker" / "shim" / "index.js"
+
+
+def on_post_build(config):
+    """MkDocs hook: copies the Web Worker shim (search from file://) into the site."""
+    if not WORKER_SHIM.is_file():
+        raise PluginError(f"{WORKER_SHIM} is missing: `npm ci` in {REPO} installs it "
+                          "(scripts/setup_venv.sh test does)")
+    for script in config.extra["polyfills"]:
+        target = pathlib.Path(config.site_dir) / script
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(WORKER_SHIM, target)

@@ -39,8 +39,17 @@ class QueryError(ValueError):
 
 def table_files(results_dir: str) -> Dict[str, List[str]]:
     """{table name: its Parquet files} of the run in `results_dir`, from its manifest."""
+    if os.path.isfile(results_dir):
+        raise QueryError(f"{results_dir}: a file, not a results directory (give the "
+                         "--output_dir of a `fleetcast run`; a config's default is "
+                         "results/<its name>)")
     if not os.path.isdir(results_dir):
         raise QueryError(f"{results_dir}: no such results directory")
+    if manifests.read(results_dir) is None:
+        runs = manifests.runs_below(results_dir)
+        if runs:
+            raise QueryError(f"{results_dir}: holds no run itself, but {len(runs)} below it; "
+                             f"give one of them: {', '.join(runs)}")
     try:
         manifest = manifests.require(results_dir)
         return {name: manifests.table_files(results_dir, manifest, name)

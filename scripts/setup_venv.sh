@@ -18,6 +18,17 @@ if [ "${1:-}" = "test" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver
   fi
   .venv/bin/python -m pip install --quiet -e ".[test,docs]"
+  # The documentation site's search runs from file:// through a Web Worker shim, an npm
+  # package (package.json; docs/hooks.py copies it into the site).
+  if ! command -v npm >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm
+  fi
+  if [ ! -f node_modules/iframe-worker/shim/index.js ]; then
+    npm ci --no-audit --no-fund --silent
+  fi
   # The BigQuery round trip runs against a local emulator, in a venv of its own (see
   # scripts/bqemulator-requirements.txt); its DuckDB spatial extension is installed from the
   # PyPI package's file, as DuckDB cannot download one here.

@@ -203,6 +203,9 @@ def test_a_run_on_the_trace_in_bigquery_equals_the_run_on_its_json_files(
                                              preserve_index=False)
         if name == "dead_letters":  # a BigQuery row has no raw line to keep
             files, from_bigquery = (t.drop_columns(["raw"]) for t in (files, from_bigquery))
+        if name == "source_counts":  # a BigQuery table is no set of numbered parts
+            assert set(from_bigquery.column("parts").to_pylist()) == {None}
+            files, from_bigquery = (t.drop_columns(["parts"]) for t in (files, from_bigquery))
         assert_same_rows(files, from_bigquery)
     assert read_table(tmp_path / "bq" / "usage").shape[0] > 1000
     done = _fleetcast(tmp_path, "estimate", "bigquery.textproto")

@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import pytest
@@ -136,3 +137,29 @@ def test_the_built_pages_open_in_headless_chromium_with_every_page_in_the_nav(si
             screenshot = tmp_path / (page.replace("/", "_") + ".png")
             driver.save_screenshot(str(screenshot))
             assert screenshot.stat().st_size > 20_000, page
+
+
+@pytest.mark.browser
+@needs_mkdocs
+@needs_chromium
+def test_the_search_finds_pages_from_file_urls_with_nothing_fetched(site):
+    from selenium.webdriver.common.by import By
+    site_dir, built = site
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "unpkg.com" not in (site_dir / "index.html").read_text(encoding="utf-8")
+    with headless_chromium() as driver:
+        driver.get((site_dir / "stages" / "placement.html").as_uri())
+        box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
+        box.click()
+        box.send_keys("overcommit")
+        deadline, found = time.time() + 20, []
+        while not found and time.time() < deadline:
+            found = driver.execute_script(
+                "return Array.from(document.querySelectorAll('.md-search-result__item a'))"
+                ".map(a => a.href);")
+            time.sleep(0.2)
+        assert any(href.endswith("stages/overcommit.html") for href in found), found
+        assert all(href.startswith("file://") for href in found), found
+        fetched = [entry["message"] for entry in driver.get_log("browser")
+                   if entry["source"] == "network"]
+        assert fetched == [], fetched

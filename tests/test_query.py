@@ -4,6 +4,7 @@ documentation show it."""
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -48,6 +49,22 @@ def test_every_table_directory_is_a_view(results):
                                  "GROUP BY ALL ORDER BY n DESC")
     assert counts.to_pylist() == [{"source": "a", "reason": "x", "n": 2},
                                   {"source": "b", "reason": "y", "n": 1}]
+
+
+def test_a_folder_of_runs_lists_them_and_a_file_says_it_is_one(results, tmp_path_factory):
+    parent = tmp_path_factory.mktemp("runs")
+    shutil.copytree(results, parent / "a")
+    shutil.copytree(results, parent / "sweep" / "b")
+    shutil.copytree(results, parent / "sweep" / "b" / "deeper" / "c")  # 3 levels: not listed
+    with pytest.raises(QueryError) as error:
+        query(str(parent), "SELECT 1")
+    assert str(error.value) == (f"{parent}: holds no run itself, but 2 below it; give one of "
+                                f"them: {parent / 'a'}, {parent / 'sweep' / 'b'}")
+    config = parent / "demo.textproto"
+    config.write_text('name: "demo"')
+    with pytest.raises(QueryError, match=r"demo.textproto: a file, not a results directory "
+                                         r"\(give the --output_dir of a `fleetcast run`"):
+        query(str(config), "SELECT 1")
 
 
 def test_the_pragmas_duckdb_runs_as_queries_are_selects(results):
@@ -105,6 +122,18 @@ def printed_queries(page: str):
                     and words[2] != "RESULTS_DIR"):
                 commands.append(words)
     return commands
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_QUERIES)
+def test_printed_commands_run_in_a_shell_without_the_venv_activated(page):
+    # A command on a real path is typed as .venv/bin/fleetcast; a bare `fleetcast` line is
+    # a synopsis (CONFIG, RESULTS_DIR, ...), which nobody pastes as it is.
+    text = (REPO / page).read_text(encoding="utf-8")
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            words = line.split("#", 1)[0].split()
+            if words[:1] == ["fleetcast"] and len(words) > 2:
+                assert not re.search(r"(?:results|configs)/", words[2]), (page, line)
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_QUERIES)

@@ -141,6 +141,9 @@ def test_a_config_whose_input_is_absent_is_skipped_with_the_reason(tmp_path, mon
 
 def test_markdown_cells_and_the_index(tmp_path):
     assert page.markdown_table(["a|b"], [["x\ny | z"]]) == "| a\\|b |\n|---|\n| x y \\| z |"
+    # A glob is not emphasis, a <name> not a tag; a code span keeps its characters.
+    assert page.cell("part-*-of-00500.csv.gz, <x>, `a_b*c`") == (
+        "part-\\*-of-00500.csv.gz, \\<x\\>, `a_b*c`")
     directory = tmp_path / "reproduce"
     directory.mkdir()
     for key, found in (("B", {REPRODUCED: 2, NOT_REPRODUCED: 1, NOT_COMPARABLE: 0}),

@@ -217,6 +217,21 @@ def require(root: str) -> dict:
     return manifest
 
 
+def runs_below(directory: str, depth: int = 2, shown: int = 10) -> List[str]:
+    """The directories up to `depth` levels below the local `directory` that hold a run
+    manifest, sorted (the first `shown`, then "…")."""
+    found = []
+    for parent, children, files in os.walk(directory):
+        relative = os.path.relpath(parent, directory)
+        level = 0 if relative == "." else relative.count(os.sep) + 1
+        keep = level < depth
+        children[:] = sorted(c for c in children if keep and not c.startswith("."))
+        if parent != directory and MANIFEST in files:
+            found.append(parent)
+    found.sort()
+    return found[:shown] + (["…"] if len(found) > shown else [])
+
+
 def owns_outside(manifest: dict, root: str) -> bool:
     """Whether the files outside `root` that `manifest` lists were written by a run into
     `root` itself (not into a directory `root` was copied from)."""

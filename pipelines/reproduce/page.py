@@ -36,9 +36,18 @@ _INDEX_TITLE = "# Reproducing the papers"
 _INDEX_SENTENCE = "This index is rebuilt from the pages present"
 
 
+# Outside code spans, the characters Markdown would read as emphasis or HTML (a glob such as
+# part-*-of-00500.csv.gz must not turn into italics; an underscore inside a word is not
+# emphasis to Python-Markdown, so names such as azure_shaping stay as written).
+_SPECIAL = re.compile(r"([\\*<>])")
+
+
 def cell(text) -> str:
-    """`text` as one Markdown table cell (pipes escaped, on one line)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """`text` as one Markdown table cell: on one line, pipes escaped, and outside `code`
+    spans the characters Markdown reads as emphasis or HTML."""
+    pieces = re.split(r"(`[^`]*`)", " ".join(str(text).split()))
+    return "".join(piece if piece.startswith("`") else _SPECIAL.sub(r"\\\1", piece)
+                   for piece in pieces).replace("|", "\\|")
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
@@ -154,8 +163,7 @@ def page_text(paper, outcomes: Sequence[Outcome], runs, figures, tables, code: s
                              "counts": by_verdict, "figures": list(files)}), "",
              f"Written by `fleetcast reproduce {paper.key}{' --quick' if runs.quick else ''}`;"
              " run it again rather than editing this page.", "",
-             markdown_table(["", ""], [
-                 ["fleetcast version", fleetcast_version()],
+             markdown_table(["fleetcast version", fleetcast_version()], [
                  ["commit", code], ["date", date], ["mode", mode],
                  ["verdicts", counts_text(by_verdict)]]), "",
              paper.summary, ""]
