@@ -2,6 +2,7 @@
 Chromium (Debian's chromium + chromium-driver, driven by selenium): every figure loads."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -83,6 +84,11 @@ def test_report_writes_one_page_and_every_figure_as_png_and_svg(report):
                     '<h2 id="lifetime">Lifetime models</h2>', "la_classifier",
                     '<h2 id="shaping">Resource shaping</h2>', "Runs: means over seeds"):
         assert section in text, section
+    # num_trees (int64 with nulls) prints as whole numbers, a missing one as "—".
+    trained = text[text.index("<h3>Trained models</h3>"):]
+    trained = trained[:trained.index("</table>")]
+    assert "NaN" not in trained and not re.search(r"<td>\d+\.0</td>", trained), trained
+    assert re.search(r"<td>\d+</td>\s*</tr>", trained) and "<td>—</td>" in trained, trained
     # The findings come first, the run's details last.
     assert text.index('id="findings"') < text.index('<h2 id="overcommit">') < text.index(
         "<summary>Config</summary>")

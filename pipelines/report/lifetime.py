@@ -176,6 +176,16 @@ def section(tables: dict, config, figures) -> str:
                      "Models compared, one metric per panel"),
         *aged,
         "<h3>Models</h3>" + page.table(table.round(3), index=True),
-        "<h3>Trained models</h3>" + page.table(tables["lifetime_models"][
-            ["name", "variant", "kind", "train_instances", "train_examples", "num_trees"]]),
+        "<h3>Trained models</h3>" + page.table(trained_models(tables["lifetime_models"])),
     ])
+
+
+def trained_models(models: pd.DataFrame) -> pd.DataFrame:
+    """The trained models' table as shown: num_trees (int64 with nulls, which pandas reads
+    back as float) as whole numbers, "—" where a model has no trees."""
+    shown = models[["name", "variant", "kind", "train_instances", "train_examples",
+                    "num_trees"]].copy()
+    shown["num_trees"] = shown["num_trees"].map(
+        lambda trees: "—" if pd.isna(trees) else str(int(trees)))
+    return shown
+

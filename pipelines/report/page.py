@@ -11,7 +11,8 @@ STYLESHEET = (pathlib.Path(__file__).with_name("report.css")).read_text(encoding
 
 def table(frame: pd.DataFrame, index: bool = False, **kwargs) -> str:
     """`frame` as an HTML table inside a box that scrolls sideways when the table is wider
-    than the page (the page itself never does)."""
+    than the page (the page itself never does); a missing value shows as "—"."""
+    kwargs.setdefault("na_rep", "—")
     return f'<div class="table">{frame.to_html(index=index, border=0, **kwargs)}</div>'
 
 
