@@ -45,12 +45,11 @@ def table_files(results_dir: str) -> Dict[str, List[str]]:
                          "results/<its name>)")
     if not os.path.isdir(results_dir):
         raise QueryError(f"{results_dir}: no such results directory")
-    if manifests.read(results_dir) is None:
-        runs = manifests.runs_below(results_dir)
+    try:
+        runs = manifests.runs_below(results_dir) if manifests.read(results_dir) is None else []
         if runs:
             raise QueryError(f"{results_dir}: holds no run itself, but {len(runs)} below it; "
                              f"give one of them: {', '.join(runs)}")
-    try:
         manifest = manifests.require(results_dir)
         return {name: manifests.table_files(results_dir, manifest, name)
                 for name in sorted(manifest["tables"])}
