@@ -33,6 +33,8 @@ from policies.replay.simulator import FAILED, NOT_REPLAYED, PlacementTrace
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLEETCAST = str(pathlib.Path(sys.executable).parent / "fleetcast")  # the command users run
+# The smallest synthetic run: 2 machines over 6 hours.
+SMALL = 'name: "small" synthetic { machines: 2 days: 0.25 seed: 1 }'
 DEMO_CONFIG = REPO / "configs" / "demo.textproto"
 
 

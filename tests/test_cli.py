@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from pipelines import cli, commands
+from tests.helpers import SMALL
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
-SMALL = 'name: "small" synthetic { machines: 2 days: 0.25 seed: 1 }'
 
 
 def fleetcast(*args, cwd):

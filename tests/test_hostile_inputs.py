@@ -13,8 +13,7 @@ import pytest
 
 from pipelines import cli_args, schemas
 from pipelines.io import manifests
-from tests.helpers import run_text_config, write_gz_lines
-from tests.test_cli import FLEETCAST, SMALL
+from tests.helpers import FLEETCAST, SMALL, run_text_config, write_gz_lines
 
 HUGE = "y" * (200 << 10)  # csv.reader refuses a field over 128 KiB
 
@@ -36,7 +35,7 @@ def test_a_csv_field_over_128_kib_is_a_dead_letter(tmp_path, huge_row):
 
 
 def fleetcast(*args, cwd):
-    return subprocess.run([str(FLEETCAST), *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([FLEETCAST, *args], capture_output=True, text=True, cwd=cwd,
                           timeout=120)
 
 
@@ -87,7 +86,7 @@ def test_query_refuses_a_row_count_beyond_int64(tmp_path):
 
 
 def test_query_refuses_sql_that_is_not_utf8(tmp_path):
-    got = subprocess.run([str(FLEETCAST), "query", "results", b"SELECT '\xff'"],
+    got = subprocess.run([FLEETCAST, "query", "results", b"SELECT '\xff'"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert got.returncode == 2
     assert got.stderr.splitlines()[-1] == (

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from pipelines.io import publish
-from tests.test_cli import FLEETCAST
+from tests.helpers import FLEETCAST
 
 
 def _workers(parent: psutil.Process):
@@ -52,7 +52,7 @@ def test_an_ended_multi_processing_run_leaves_no_worker_behind(tmp_path, signum,
     out, err = tmp_path / "out", tmp_path / "stderr.txt"
     with open(err, "wb") as stderr:
         run = subprocess.Popen(
-            [str(FLEETCAST), "run", str(config), "--output_dir", str(out), "-q",
+            [FLEETCAST, "run", str(config), "--output_dir", str(out), "-q",
              "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr)
     parent, children, writer = psutil.Process(run.pid), [], None
