@@ -11,12 +11,14 @@ import sys
 import pandas as pd
 import pytest
 
+from configs import fleetcast_pb2
 from pipelines.reproduce import KEYS, claims, page, runs
 from pipelines.reproduce.claims import (
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     REPRODUCED,
     Claim,
+    Measurement,
     NotComparable,
     Sql,
     Verdict,
@@ -88,16 +90,19 @@ def test_reducers():
 
 
 class _FakeRuns:
-    """Runs with one skipped config and one whose query returns `frame`."""
+    """Runs whose query on config `name` returns `frames[name]` (`frame` for every config),
+    config "absent" and those of `skipped` skipped, and run configs split at `split_h[name]`."""
 
-    def __init__(self, frame):
-        self.frame = frame
+    def __init__(self, frame=None, frames=None, skipped=(), split_h=None):
+        self.frames, self.frame = frames or {}, frame
+        self._skipped, self.split_h = ("absent", *skipped), split_h or {}
 
     def skipped(self, name):
-        return "configs/absent.textproto was not run: no file" if name == "absent" else None
+        return f"configs/{name}.textproto was not run: no file" if name in self._skipped \
+            else None
 
     def result(self, name):
-        frame = self.frame
+        frame = self.frames.get(name, self.frame)
 
         class Result:
             def sql(self, sql):
@@ -106,6 +111,11 @@ class _FakeRuns:
 
     def result_dir(self, name):
         return f"/results/{name}"
+
+    def config(self, name):
+        config = fleetcast_pb2.RunConfig()
+        config.lifetime_model.split_time_us = int(self.split_h[name] * 3.6e9)
+        return config
 
 
 TWO_DECIMALS = claims.scalar("{:.2f}")
@@ -125,6 +135,102 @@ def test_check_computes_a_verdict_or_says_why_it_cannot():
                                                       "run: no file")
     empty = claims.check(_claim("demo"), _FakeRuns(pd.DataFrame({"x": []})))
     assert empty.verdict == Verdict(NOT_COMPARABLE, "the demo run has no rows for this query")
+
+
+def _gain(frame):
+    return Measurement(float(frame.iat[0, 0]), f"{frame.iat[0, 0]:+.2f} pp")
+
+
+def _packs_better(measure, magnitude=True):
+    """[Ling25]'s "packs better than the baseline" (+6.5 pp), a direction claim."""
+    return Claim("LAVA packs better than the baseline", "§6.1", 6.5, "+6.5 pp", measure,
+                 claims.same_sign(magnitude))
+
+
+def test_a_direction_claim_shows_both_magnitudes_and_their_ratio():
+    gains = _FakeRuns(pd.DataFrame({"g": [0.74]}))
+    done = claims.check(_packs_better(Sql("tasks", "SELECT 1", _gain)), gains)
+    assert done.verdict == Verdict(REPRODUCED)
+    assert done.fleetcast_text == "+0.74 pp vs paper +6.5 pp (0.11×)"
+    assert "shown" in done.claim.rule_text and "not judged" in done.claim.rule_text
+    wrong_way = claims.check(_packs_better(Sql("tasks", "SELECT 1", _gain)),
+                             _FakeRuns(pd.DataFrame({"g": [-1.3]})))
+    assert wrong_way.verdict == Verdict(NOT_REPRODUCED)
+    assert wrong_way.fleetcast_text == "-1.30 pp vs paper +6.5 pp (-0.2×)"
+    # A bare sign ("< 0") states no magnitude: the number alone.
+    bare = claims.check(_packs_better(Sql("tasks", "SELECT 1", _gain), magnitude=False), gains)
+    assert bare.fleetcast_text == "+0.74 pp"
+
+
+SPLITS = ("tasks", "tasks_split-1.5h", "tasks_split+1.5h")
+SPLIT_H = {"tasks": 10, "tasks_split-1.5h": 8.5, "tasks_split+1.5h": 11.5}
+
+
+def _over_splits(**kwargs):
+    return claims.Spread(SPLITS, lambda config: Sql(config, "SELECT 1", _gain),
+                         runs.split_label, "split", **kwargs)
+
+
+def _gains_at(*gains, skipped=()):
+    return _FakeRuns(frames={c: pd.DataFrame({"g": [g]}) for c, g in zip(SPLITS, gains)},
+                     skipped=skipped, split_h=SPLIT_H)
+
+
+def test_a_claim_over_splits_is_reproduced_only_where_every_split_agrees():
+    claim = _packs_better(_over_splits())
+    assert claim.rule_text.endswith(", at every split")
+    held = claims.check(claim, _gains_at(0.76, 0.47, 0.9))
+    assert held.verdict == Verdict(REPRODUCED)
+    assert held.fleetcast_text == ("split at hour 10: +0.76 pp (0.12×); split at hour 8.5: "
+                                   "+0.47 pp (0.072×); split at hour 11.5: +0.90 pp (0.14×); "
+                                   "vs paper +6.5 pp")
+    one_off = claims.check(claim, _gains_at(0.76, -0.1, 0.9))
+    assert one_off.verdict == Verdict(NOT_REPRODUCED, "holds at 2 of 3 splits")
+    assert "split at hour 8.5: -0.10 pp (-0.015×)" in one_off.fleetcast_text
+    assert claims.check(claim, _gains_at(-0.2, -0.1, 0.0)).verdict == Verdict(NOT_REPRODUCED)
+    # A split that did not run leaves the claim undecided, unless another split refutes it.
+    unrun = claims.check(claim, _gains_at(0.76, 0.47, 0.9, skipped=["tasks_split+1.5h"]))
+    assert unrun.verdict == Verdict(NOT_COMPARABLE, "split at hour 11.5: configs/tasks_split"
+                                                    "+1.5h.textproto was not run: no file")
+    assert "split at hour 11.5: —" in unrun.fleetcast_text
+    refuted = claims.check(claim, _gains_at(0.76, -0.47, 0.9, skipped=["tasks_split+1.5h"]))
+    assert refuted.verdict == Verdict(NOT_REPRODUCED, "holds at 1 of 3 splits")
+    nan = claims.check(claim, _gains_at(0.76, math.nan, 0.9))
+    assert nan.verdict.outcome == NOT_COMPARABLE
+    assert nan.verdict.reason.startswith("split at hour 8.5: fleetcast's number is undefined")
+    assert held.how == ('`fleetcast query /results/tasks "SELECT 1"`; the same over '
+                        '`/results/tasks_split-1.5h`, `/results/tasks_split+1.5h`')
+
+
+def test_split_variants_move_the_split_and_the_replay_start_with_it():
+    tasks = runs.RunSpec("google_2011_placement.textproto", lambda config: None, "")
+    own, earlier, later = runs.split_variants(tasks, (-1.5 * runs.HOUR_S, 1.5 * runs.HOUR_S))
+    assert (own.name, earlier.name, later.name) == (
+        "google_2011_placement", "google_2011_placement_split-1.5h",
+        "google_2011_placement_split+1.5h")
+    assert own is tasks and earlier.quick_skip == "--quick runs the config's own split only"
+    assert earlier.label.startswith("`configs/google_2011_placement.textproto` with the split "
+                                    "1.5 h earlier")
+    for spec, hour in ((own, 10), (earlier, 8.5), (later, 11.5)):
+        config = spec.config(quick=False)
+        assert config.lifetime_model.split_time_us == hour * 3.6e9
+        assert config.placement.start_time_us == hour * 3.6e9
+        assert runs.split_label(config) == f"split at hour {hour:g}"
+    jobs = runs.RunSpec("google_2011_lifetime.textproto", lambda config: None, "")
+    _, days_earlier = runs.split_variants(jobs, (-1.5 * runs.DAY_S,))
+    assert days_earlier.name == "google_2011_lifetime_split-1.5d"
+    assert runs.split_label(days_earlier.config(quick=False)) == "split at day 5.5"
+    by_fraction = runs.RunSpec("azure_lifetime.textproto", lambda config: None, "")
+    with pytest.raises(ValueError, match="train_fraction"):
+        runs.split_variants(by_fraction, (runs.HOUR_S,))[1].config(quick=False)
+
+
+def test_the_data_of_runs_that_read_the_same_inputs_is_named_once():
+    class Labels:
+        def data_label(self, name):
+            return "demo: synthetic" if name == "demo" else "google_2011 part-*.csv.gz"
+    assert page._data(Labels(), ("tasks", "tasks_split-1.5h", "demo")) == (
+        "`tasks`, `tasks_split-1.5h`: google_2011 part-*.csv.gz; `demo`: demo: synthetic")
 
 
 def test_a_config_whose_input_is_absent_is_skipped_with_the_reason(tmp_path, monkeypatch):

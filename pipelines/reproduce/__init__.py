@@ -6,8 +6,10 @@ the rule that compares the two and the verdict it computes (claims.py); then the
 and the tables the claims come from. A page replaces only the page, figures and index that
 fleetcast wrote (their markers say so; pipelines/io/owned_files.py). Modules:
 
-    claims.py      Claim, Rule (the verdict rules), Sql / Computed measures, verdicts
-    runs.py        RunSpec (a config and its --quick shrinking) and Runs (run each once)
+    claims.py      Claim, Rule (the verdict rules), Sql / Computed measures, Spread (one
+                   measure over a config's splits), verdicts
+    runs.py        RunSpec (a config and its --quick shrinking), split_variants (the
+                   config at other split times) and Runs (run each once)
     paper.py       Paper: a paper's key, reference, runs, claims, figures and tables
     page.py        the page of a paper and docs/reproduce/index.md
     registry.py    PAPERS by key, and `reproduce(key, quick, output_dir, docs_dir)`

@@ -2,10 +2,12 @@
 
 A Claim states what a paper says (its words, where it says it, its number), how fleetcast
 computes the same number from a run's tables (a Measure: SQL over the run through
-`pipelines.query.query`, or a function of the run), and a Rule stated in words and computed
-from (paper, fleetcast). Its verdict is one of REPRODUCED, NOT_REPRODUCED or NOT_COMPARABLE;
-the last always carries its reason (an input that is absent, a replay the run lacks, a number
-that is undefined).
+`pipelines.query.query`, or a function of the run; a Spread: one of those over several runs
+of a config that differ only in their split time or seed), and a Rule stated in words and
+computed from (paper, fleetcast). Its verdict is one of REPRODUCED, NOT_REPRODUCED or
+NOT_COMPARABLE; the last always carries its reason (an input that is absent, a replay the run
+lacks, a number that is undefined). A Spread's claim is reproduced only where its rule holds
+on every run, each run's number shown.
 """
 
 import dataclasses
@@ -49,10 +51,13 @@ class Verdict:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """A verdict rule: `text` states it, `holds(paper, fleetcast)` computes it."""
+    """A verdict rule: `text` states it, `holds(paper, fleetcast)` computes it. `magnitude`
+    marks a rule that judges only a direction against a number the paper states: the page
+    then shows fleetcast's number against the paper's and their ratio."""
 
     text: str
     holds: Callable[[object, object], bool]
+    magnitude: bool = False
 
     def verdict(self, paper, fleetcast) -> Verdict:
         """REPRODUCED when the rule holds; NOT_COMPARABLE when fleetcast's number is NaN."""
@@ -100,10 +105,13 @@ def above() -> Rule:
     return Rule("fleetcast > paper", lambda paper, fleetcast: fleetcast > paper)
 
 
-def same_sign() -> Rule:
-    """fleetcast's number has the paper's sign (strictly: zero has neither)."""
-    return Rule("same sign as the paper (zero has no sign)",
-                lambda paper, fleetcast: paper * fleetcast > 0)
+def same_sign(magnitude: bool = False) -> Rule:
+    """fleetcast's number has the paper's sign (strictly: zero has neither). With `magnitude`
+    the paper's number is one it states (not a bare sign such as "< 0"), shown beside
+    fleetcast's with their ratio, which the verdict does not judge."""
+    shown = "; fleetcast / paper shown as ×, not judged" if magnitude else ""
+    return Rule(f"same sign as the paper (zero has no sign{shown})",
+                lambda paper, fleetcast: paper * fleetcast > 0, magnitude)
 
 
 def same_order() -> Rule:
@@ -160,6 +168,23 @@ class Computed:
 
 
 @dataclasses.dataclass(frozen=True)
+class Spread:
+    """One measure over several runs of a config that differ only in `what` ("split": their
+    time split, or "seed"): `configs` names the runs, the config's own first, `build(config)`
+    is the measure (a Sql or Computed) on one of them and `label(run_config)` names a run by
+    its RunConfig ("split at hour 10")."""
+
+    configs: Tuple[str, ...]
+    build: Callable[[str], object]
+    label: Callable[[object], str]
+    what: str
+
+    def how(self, runs) -> str:
+        others = ", ".join(f"`{runs.result_dir(c)}`" for c in self.configs[1:])
+        return f"{self.build(self.configs[0]).how(runs)}; the same over {others}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Claim:
     """One thing a paper says that fleetcast checks."""
 
@@ -167,8 +192,15 @@ class Claim:
     where: str  # its section, figure or table, e.g. "§5.4, Fig. 10(d)"
     paper: object  # the paper's number (or ordering) the rule compares with
     paper_text: str  # the paper's number as the page shows it
-    measure: object  # a Sql or Computed
+    measure: object  # a Sql, Computed or Spread
     rule: Rule
+
+    @property
+    def rule_text(self) -> str:
+        """The rule in words, "at every split" added for a Spread."""
+        if isinstance(self.measure, Spread):
+            return f"{self.rule.text}, at every {self.measure.what}"
+        return self.rule.text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,18 +213,63 @@ class Outcome:
     how: str
 
 
+def _measured(measure, runs) -> Measurement:
+    """`measure` on `runs`; NotComparable when a run it reads was skipped."""
+    skipped = [runs.skipped(c) for c in measure.configs if runs.skipped(c)]
+    if skipped:
+        raise NotComparable(skipped[0])
+    return measure.measure(runs)
+
+
+def _ratio(claim: Claim, value) -> str:
+    """" (0.11×)": fleetcast's number over the paper's, for a rule that shows magnitudes."""
+    if not claim.rule.magnitude or not claim.paper or not isinstance(value, float):
+        return ""
+    return f" ({value / claim.paper:.2g}×)"
+
+
 def check(claim: Claim, runs) -> Outcome:
     """The claim's Outcome on `runs` (NOT_COMPARABLE with the reason when fleetcast has no
     number for it)."""
     how = claim.measure.how(runs)
+    if isinstance(claim.measure, Spread):
+        return _check_spread(claim, runs, how)
     try:
-        skipped = [runs.skipped(c) for c in claim.measure.configs if runs.skipped(c)]
-        if skipped:
-            raise NotComparable(skipped[0])
-        measured = claim.measure.measure(runs)
+        measured = _measured(claim.measure, runs)
     except NotComparable as e:
         return Outcome(claim, "—", Verdict(NOT_COMPARABLE, str(e)), how)
-    return Outcome(claim, measured.text, claim.rule.verdict(claim.paper, measured.value), how)
+    text = measured.text
+    if claim.rule.magnitude:
+        text += f" vs paper {claim.paper_text}{_ratio(claim, measured.value)}"
+    return Outcome(claim, text, claim.rule.verdict(claim.paper, measured.value), how)
+
+
+def _check_spread(claim: Claim, runs, how: str) -> Outcome:
+    """A Spread's Outcome: each run's number; NOT_REPRODUCED when the rule fails on any run
+    (with how many it holds on, when some), else NOT_COMPARABLE when a run has no number,
+    else REPRODUCED."""
+    spread = claim.measure
+    shown, verdicts = [], []
+    for config in spread.configs:
+        label = spread.label(runs.config(config))
+        try:
+            measured = _measured(spread.build(config), runs)
+        except NotComparable as e:
+            shown.append(f"{label}: —")
+            verdicts.append(Verdict(NOT_COMPARABLE, f"{label}: {e}"))
+            continue
+        shown.append(f"{label}: {measured.text}{_ratio(claim, measured.value)}")
+        verdict = claim.rule.verdict(claim.paper, measured.value)
+        verdicts.append(Verdict(verdict.outcome, verdict.reason and f"{label}: {verdict.reason}"))
+    text = "; ".join(shown) + (f"; vs paper {claim.paper_text}" if claim.rule.magnitude else "")
+    outcomes = [v.outcome for v in verdicts]
+    held = outcomes.count(REPRODUCED)
+    if NOT_REPRODUCED in outcomes:
+        reason = f"holds at {held} of {len(outcomes)} {spread.what}s" if held else ""
+        return Outcome(claim, text, Verdict(NOT_REPRODUCED, reason), how)
+    if NOT_COMPARABLE in outcomes:
+        return Outcome(claim, text, verdicts[outcomes.index(NOT_COMPARABLE)], how)
+    return Outcome(claim, text, Verdict(REPRODUCED), how)
 
 
 # Reducers of a query's result (a DataFrame) to a Measurement.

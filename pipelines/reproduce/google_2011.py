@@ -1,15 +1,23 @@
 """The runs on the Google 2011 trace that the lifetime papers share ([Barbalho23],
 [Ling25]): lifetime models that know the customer, trained on the past and tested on the
 future (configs/google_2011_lifetime.textproto, the jobs), and placement of the real tasks
-with them (configs/google_2011_placement.textproto), with the claims' measurements over
-their tables."""
+with them (configs/google_2011_placement.textproto), each run also with its split 1.5 h (the
+jobs: 1.5 days) earlier and later, with the claims' measurements over their tables."""
 
 import numpy as np
 import pandas as pd
 
 from pipelines.report import lifetime as lifetime_report
 from pipelines.reproduce.claims import Measurement, NotComparable, Sql
-from pipelines.reproduce.runs import TWO_WORKERS, RunSpec, keep_repeated
+from pipelines.reproduce.runs import (
+    DAY_S,
+    HOUR_S,
+    TWO_WORKERS,
+    RunSpec,
+    keep_repeated,
+    split_label,
+    split_variants,
+)
 
 JOBS, TASKS = "google_2011_lifetime", "google_2011_placement"
 # The feature variants of the jobs' run (its config says what each holds).
@@ -30,14 +38,18 @@ def _quick_jobs(config):
     keep_repeated(model.variant, lambda v: v.name in (NO_CUSTOMER, SMALL, LARGE_USER))
 
 
-JOBS_RUN = RunSpec(
+# Each claim on these runs is measured at the config's split and 1.5 h (the jobs: 1.5 days)
+# before and after it: on the tasks (hours 0-19.7) training ends at hour 8.5, 10 or 11.5 and
+# the replay starts there; on the jobs (days 0-14.5) at day 5.5, 7 or 8.5.
+JOBS_RUNS = split_variants(RunSpec(
     "google_2011_lifetime.textproto", _quick_jobs,
     "job_events parts 0-79 (days 0-4.6), split at day 1.5, the variants no_customer, "
-    "customer_small and customer_large_user_only, 100 trees")
+    "customer_small and customer_large_user_only, 100 trees"), (-1.5 * DAY_S, 1.5 * DAY_S))
 _TASKS_SKIP = ("--quick leaves out the Google 2011 tasks (890k task runs on ~18k hosts: "
                "minutes on 2 cores)")
-TASKS_RUN = RunSpec("google_2011_placement.textproto", lambda config: None, "", TWO_WORKERS,
-                    quick_skip=_TASKS_SKIP)
+TASKS_RUNS = split_variants(RunSpec("google_2011_placement.textproto", lambda config: None, "",
+                                    TWO_WORKERS, quick_skip=_TASKS_SKIP),
+                            (-1.5 * HOUR_S, 1.5 * HOUR_S), "the split and the replay's start")
 SWEEP_ACCURACIES = (0.9, 0.8, 0.6)
 
 
@@ -84,8 +96,10 @@ def sweep_position(source: str, policy: str = "nilas"):
     return compute
 
 
-def variant_metric(table: str, model: str, variant: str, column: str, fmt: str = "{:.3f}"):
-    """`column` of `model` of `variant` in a lifetime table, with the share of positives."""
+def variant_metric(table: str, model: str, variant: str, column: str, fmt: str = "{:.3f}",
+                   config: str = JOBS):
+    """`column` of `model` of `variant` in a lifetime table of the run `config`, with the
+    share of positives."""
     def reduce(frame):
         if not len(frame):
             raise NotComparable(f"the run trained no {model} of variant {variant}")
@@ -94,27 +108,13 @@ def variant_metric(table: str, model: str, variant: str, column: str, fmt: str =
         return Measurement(number, fmt.format(number) + f" ({int(row['n_positive']):,} of "
                                                         f"{int(row['n']):,} test jobs long-lived"
                                                         f" beyond {row['threshold_s'] / 3600:g} h)")
-    return Sql(JOBS, f"SELECT {column}, n, n_positive, threshold_s FROM {table} WHERE model = "
-                     f"'{model}' AND variant = '{variant}'", reduce)
+    return Sql(config, f"SELECT {column}, n, n_positive, threshold_s FROM {table} WHERE "
+                       f"model = '{model}' AND variant = '{variant}'", reduce)
 
 
-def variant_gain(model: str, better: str, worse: str, column: str = "auc"):
-    """`column` of `model` of variant `better` minus that of `worse` (lifetime_la_classifier,
-    or lifetime_concordance for c_index)."""
-    table = "lifetime_concordance" if column == "c_index" else "lifetime_la_classifier"
-
-    def reduce(frame):
-        values = dict(zip(frame["variant"], frame[column]))
-        if better not in values or worse not in values:
-            raise NotComparable(f"the run lacks {model} of variant {better} or {worse}")
-        gain = float(values[better] - values[worse])
-        return Measurement(gain, f"{gain:+.3f} ({better} {values[better]:.3f}, {worse} "
-                                 f"{values[worse]:.3f})")
-    return Sql(JOBS, f"SELECT variant, {column} FROM {table} WHERE model = '{model}'", reduce)
-
-
-def f1_slope(model: str, variant: str, column: str = "f1"):
-    """The least-squares slope of `column` per day since the split (lifetime_by_period)."""
+def f1_slope(model: str, variant: str, column: str = "f1", config: str = JOBS):
+    """The least-squares slope of `column` per day since the split (lifetime_by_period of the
+    run `config`)."""
     def reduce(frame):
         frame = frame.dropna(subset=[column])  # a day without a test instance has no F1
         if len(frame) < 3:
@@ -123,8 +123,8 @@ def f1_slope(model: str, variant: str, column: str = "f1"):
         first, last = frame[column].iat[0], frame[column].iat[-1]
         return Measurement(slope, f"{slope:+.4f} a day (day 0: {first:.3f}, day "
                                   f"{int(frame['period'].iat[-1])}: {last:.3f})")
-    return Sql(JOBS, f"SELECT period, {column} FROM lifetime_by_period WHERE model = "
-                     f"'{model}' AND variant = '{variant}' ORDER BY period", reduce)
+    return Sql(config, f"SELECT period, {column} FROM lifetime_by_period WHERE model = "
+                       f"'{model}' AND variant = '{variant}' ORDER BY period", reduce)
 
 
 ABLATION_SQL = (
@@ -153,6 +153,22 @@ def ablation_tables(result):
              by_day.rename_axis(columns=None))]
 
 
+SPLIT_METRICS = ("auc", "average_precision", "f1")
+
+
+def split_table(runs) -> pd.DataFrame:
+    """AUC, average precision and F1 of LA's classifier per variant (rows) at each of the
+    jobs' splits that ran (columns "auc, split at day 7", ...: each metric's splits together)."""
+    by_split = {}
+    for spec in JOBS_RUNS:
+        if not runs.skipped(spec.name):
+            by_split[split_label(runs.config(spec.name))] = runs.result(spec.name).sql(
+                f"SELECT variant, {', '.join(SPLIT_METRICS)} FROM lifetime_la_classifier "
+                "WHERE model = 'la_classifier'").set_index("variant")
+    return pd.DataFrame({f"{metric}, {label}": frame[metric] for metric in SPLIT_METRICS
+                         for label, frame in by_split.items()}).sort_index().reset_index()
+
+
 def aging_figure(result):
     """LA's classifier of each variant by day after the split."""
     frame = result.sql("SELECT variant AS model, period, auc, f1 FROM lifetime_by_period "
@@ -160,9 +176,9 @@ def aging_figure(result):
     return lifetime_report.aging(pd.DataFrame(frame))
 
 
-def gain_share(learned: str, policy: str = "nilas"):
+def gain_share(learned: str, policy: str = "nilas", config: str = TASKS):
     """`policy`'s gain vs Best-Fit with the `learned` source as a share of its gain with the
-    oracle (TASKS)."""
+    oracle (in the run `config`)."""
     def reduce(frame):
         gains = dict(zip(frame["lifetime_source"], frame["value"]))
         if learned not in gains or "oracle" not in gains:
@@ -170,8 +186,8 @@ def gain_share(learned: str, policy: str = "nilas"):
         share = gains[learned] / gains["oracle"]
         return Measurement(float(share), f"{share:.2f} ({gains[learned]:+.2f} of "
                                          f"{gains['oracle']:+.2f} pp)")
-    return Sql(TASKS, f"SELECT lifetime_source, avg({GAIN}) AS value FROM placement_summary "
-                      f"WHERE defrag = 'none' AND policy = '{policy}' GROUP BY ALL", reduce)
+    return Sql(config, f"SELECT lifetime_source, avg({GAIN}) AS value FROM placement_summary "
+                       f"WHERE defrag = 'none' AND policy = '{policy}' GROUP BY ALL", reduce)
 
 
 def sweep_table(runs, sources):

@@ -109,13 +109,22 @@ def _runs_section(paper, runs) -> List[str]:
             markdown_table(["config", "--quick", "data", "results", "wall time"], rows), ""]
 
 
+def _data(runs, configs: Sequence[str]) -> str:
+    """"`a`, `b`: what they read; `c`: ...": the runs `configs`, those that read the same
+    data together (the splits of a config)."""
+    by_data = collections.defaultdict(list)
+    for config in configs:
+        by_data[runs.data_label(config)].append(f"`{config}`")
+    return "; ".join(f"{', '.join(names)}: {data}" for data, names in by_data.items())
+
+
 def _claims_section(outcomes: Sequence[Outcome], runs) -> List[str]:
     rows = []
     for i, outcome in enumerate(outcomes, 1):
         claim = outcome.claim
-        data = "; ".join(runs.data_label(c) for c in claim.measure.configs)
         rows.append([f"{i}. {claim.text} ({claim.where})", claim.paper_text,
-                     outcome.fleetcast_text, data, claim.rule.text, str(outcome.verdict)])
+                     outcome.fleetcast_text, _data(runs, claim.measure.configs),
+                     claim.rule_text, str(outcome.verdict)])
     numbers = collections.defaultdict(list)
     for i, outcome in enumerate(outcomes, 1):
         numbers[outcome.how].append(str(i))

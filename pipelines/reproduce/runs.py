@@ -2,7 +2,8 @@
 
 A RunSpec names a config of the repository's configs/, optionally a variant of it (a named
 edit of the parsed RunConfig), and, for --quick, how to shrink it (in place) and what that
-changes in words. `Runs` runs each spec once
+changes in words; `split_variants` makes the variants of a config that move its time split.
+`Runs` runs each spec once
 into <root>/<config name> (manifest, staging, dead letters and checks as in `fleetcast run`),
 or records why it was skipped (an input that is absent), and then serves each run's tables:
 `result(name).sql(SQL)` through `pipelines.query.query`, `result(name).tables()` as the files
@@ -14,7 +15,7 @@ import dataclasses
 import logging
 import pathlib
 import time
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import pandas as pd
 
@@ -24,6 +25,7 @@ from pipelines import run as run_pipeline
 from pipelines.io import failures
 from pipelines.query import query
 from pipelines.report import read_tables
+from pipelines.reproduce.claims import Spread
 
 _LOG = logging.getLogger("fleetcast.reproduce")
 CONFIG_DIR = pathlib.Path(configs.__file__).resolve().parent
@@ -180,11 +182,19 @@ class Runs:
     def result(self, name: str) -> Result:
         return self._results[name]
 
+    def config(self, name: str):
+        """The RunConfig of `name` as this invocation ran it; of a run skipped, as it would
+        have run (as a full run, for one that --quick leaves out)."""
+        if name in self._results:
+            return self._results[name].config
+        spec = self.specs[name]
+        return spec.config(self.quick and not spec.quick_skip)
+
     def data_label(self, name: str) -> str:
-        """`name` and what its run read, in a few words."""
+        """What the run of `name` read, in a few words."""
         if name in self._skipped:
-            return f"`{name}`: not run"
-        return f"`{name}`: {self._results[name].data_label()}"
+            return "not run"
+        return self._results[name].data_label()
 
     def result_dir(self, name: str) -> str:
         return str(self.root / name)
@@ -208,3 +218,54 @@ def keep_repeated(field, keep: Callable[[object], bool]):
     kept = [copy.deepcopy(element) for element in field if keep(element)]
     del field[:]
     field.extend(kept)
+
+
+HOUR_S, DAY_S = 3600, 86400
+
+
+def _duration(seconds: float, compact: bool = False) -> str:
+    """"1.5 h", or "1.5 days" from a day on ("1.5h", "1.5d" when `compact`)."""
+    if abs(seconds) < DAY_S:
+        return f"{seconds / HOUR_S:g}{'' if compact else ' '}h"
+    return f"{seconds / DAY_S:g}d" if compact else _days(seconds / DAY_S)
+
+
+def shift_split(config, offset_s: float):
+    """Moves the config's time split `offset_s` later (earlier when negative): the lifetime
+    stage's split_time_us and, when the placement replay starts at the split (its test
+    period), the replay's start_time_us with it."""
+    model, placement = config.lifetime_model, config.placement
+    if not model.HasField("split_time_us"):
+        raise ValueError(f"{config.name} splits by train_fraction, not at a time")
+    if config.HasField("placement") and placement.start_time_us == model.split_time_us:
+        placement.start_time_us += int(offset_s * 1e6)
+    model.split_time_us += int(offset_s * 1e6)
+
+
+def split_label(config) -> str:
+    """"split at hour 10" (at "day 7" from a day on): where the config trains until."""
+    split_s = config.lifetime_model.split_time_us / 1e6
+    if split_s < DAY_S:
+        return f"split at hour {split_s / HOUR_S:g}"
+    return f"split at day {split_s / DAY_S:g}"
+
+
+def split_variants(spec: RunSpec, offsets_s: Sequence[float],
+                   what: str = "the split") -> Tuple[RunSpec, ...]:
+    """`spec` (a config with a lifetime_model.split_time_us and no variant) and, per offset,
+    the same config with its split moved `offset` seconds by `shift_split`, named
+    <config>_split-1.5h (or +1.5d) and described as "`what` 1.5 h earlier"; --quick runs
+    only the config's own split."""
+    def variant(offset_s):
+        when = f"{_duration(abs(offset_s))} {'earlier' if offset_s < 0 else 'later'}"
+        return dataclasses.replace(
+            spec, quick_skip=spec.quick_skip or "--quick runs the config's own split only",
+            variant=(f"_split{'-' if offset_s < 0 else '+'}{_duration(abs(offset_s), True)}",
+                     f"{what} {when}", lambda config: shift_split(config, offset_s)))
+    return (spec, *(variant(offset) for offset in offsets_s))
+
+
+def over_splits(specs: Sequence[RunSpec], build: Callable[[str], object]) -> Spread:
+    """`build(config name)`'s measure over the runs of `specs` (split_variants'), a claim on
+    them reproduced only where it holds at every split."""
+    return Spread(tuple(spec.name for spec in specs), build, split_label, "split")
