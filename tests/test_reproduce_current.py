@@ -59,10 +59,13 @@ def claim_sources(key: str) -> list:
 
 @pytest.fixture(scope="module")
 def history():
-    """Skips unless the repository is a git checkout with its history."""
+    """Skips unless the repository is a git checkout of its own with its history."""
     try:
+        top = git(REPO, "rev-parse", "--show-toplevel").strip()
         git(REPO, "rev-parse", "--verify", "HEAD")
     except (OSError, subprocess.CalledProcessError):
+        top = None
+    if top is None or pathlib.Path(top).resolve() != REPO:
         pytest.skip("no git history here (not a git checkout, or no git): the pages' "
                     "commits cannot be compared with HEAD")
 
