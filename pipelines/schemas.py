@@ -262,6 +262,16 @@ _TARGET_RECALL = column(
     "latest-starting validation_fraction) that chose the decision threshold, 0-1; NaN when "
     "the decision is fixed (long_lived_decision_s set, la_target_recall 0)")
 
+# What a model must beat: the F1 that no model needs.
+_TRIVIAL_BASELINES = [
+    column("train_positive_rate", pa.float64(), "long-lived share of the training period's "
+           "instances whose class the split shows, at threshold_s, 0-1"),
+    column("f1_every_long_lived", pa.float64(), "F1 of calling every test instance "
+           "long-lived (no model), 0-1 (null with n = 0)"),
+    column("f1_at_train_rate", pa.float64(), "expected F1 of calling each test instance "
+           "long-lived at random with probability train_positive_rate (no model), 0-1"),
+]
+
 _CLASSIFICATION_FIELDS = [
     column("model", pa.string(), "the lifetime model (see lifetime_models.name)",
            nullable=False),
@@ -292,12 +302,13 @@ _CLASSIFICATION_FIELDS = [
 LIFETIME_LONG_LIVED = table(
     "one row per remaining-lifetime model and uptime_long_lived: \"lives beyond "
     "long_lived_threshold_s\" from the prediction at arrival ([Ling25ext] §3, Table 4)",
-    _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _AUGMENTATION, _VARIANT])
+    _CLASSIFICATION_FIELDS + _TRIVIAL_BASELINES + [_TARGET_RECALL, _AUGMENTATION, _VARIANT])
 
 LIFETIME_LA_CLASSIFIER = table("one row per classifier asked at arrival: LA's 2-hour one "
                                "([Barbalho23] Tables 1 and 3) and LAVA's class classifiers "
                                "(threshold_s 1 h, 10 h, 100 h)",
-                               _CLASSIFICATION_FIELDS + [_TARGET_RECALL, _VARIANT])
+                               _CLASSIFICATION_FIELDS + _TRIVIAL_BASELINES
+                               + [_TARGET_RECALL, _VARIANT])
 
 _CLASSIFICATION = {f.name: f for f in _CLASSIFICATION_FIELDS}
 LIFETIME_F1_BY_AGE = table(

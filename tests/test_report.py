@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pipelines import config as run_config
-from pipelines.report import figures, overcommit, placement, shaping, write_report
+from pipelines.report import figures, lifetime, overcommit, placement, shaping, write_report
 from tests.helpers import headless_chromium, needs_chromium
 
 FLEETCAST = pathlib.Path(sys.executable).parent / "fleetcast"
@@ -94,8 +94,24 @@ def test_report_writes_one_page_and_every_figure_as_png_and_svg(report):
         "<summary>Config</summary>")
 
 
+def overlapping_tick_labels(fig, renderer) -> list:
+    """(axes title, label, label) of each pair of tick labels of one axis that overlap."""
+    found = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+            boxes = [t.get_window_extent(renderer).expanded(0.98, 0.98) for t in labels]
+            for i in range(len(boxes)):
+                for j in range(i + 1, len(boxes)):
+                    if boxes[i].overlaps(boxes[j]):
+                        found.append((ax.get_title(), labels[i].get_text(),
+                                      labels[j].get_text()))
+    return found
+
+
 @pytest.mark.slow
-def test_no_figure_draws_a_legend_over_an_axes(report, tmp_path, monkeypatch):
+def test_no_figure_draws_a_legend_over_an_axes_or_overlapping_tick_labels(report, tmp_path,
+                                                                         monkeypatch):
     results, _ = report
     checked = []
 
@@ -106,6 +122,7 @@ def test_no_figure_draws_a_legend_over_an_axes(report, tmp_path, monkeypatch):
             box = legend.get_window_extent(renderer)
             for ax in fig.axes:
                 assert not box.overlaps(ax.get_window_extent(renderer)), (name, ax.get_title())
+        assert overlapping_tick_labels(fig, renderer) == [], name
         checked.append(name)
         return save(writer, fig, name, caption)
 
@@ -125,10 +142,22 @@ def test_findings_tables_on_hand_made_summaries():
         "empty_hosts_pct_vs_best_fit_pp": [0.0, 1.234, 0.0, -14.5],
         "failed_placements": [0, 0, 0, 12]})
     assert placement.gains_table(summary, "p").values.tolist() == [
-        ["best_fit", "+0.00", "+0.00"], ["nilas", "-14.50 (12 failed)", "+1.23"]]
+        ["nilas", "-14.50 (12 failed)", "+1.23"]]
     block = placement.findings({"placement_summary": summary}, None)
-    assert "Best-Fit keeps 20.00 % of hosts empty (upper bound 50.00 %)" in block
-    assert "Most: nilas with oracle lifetimes, +1.23 pp, no failed placement." in block
+    assert "Best-Fit keeps 20.00 % empty; upper bound 50.00 %" in block
+    assert "Oracle lifetimes (perfect predictions): most nilas, +1.23 pp." in block
+    assert "Learned lifetimes: most nilas with one_shot_model, -14.50 pp, 12 failed " \
+           "placements." in block
+
+
+def test_the_model_comparison_keeps_many_long_model_names_apart():
+    names = [f"la_classifier@customer_large_user_only_{i}" for i in range(8)]
+    table = pd.DataFrame({metric: np.linspace(0.5, 0.9, 8) for metric, _ in lifetime.COMPARED},
+                         index=names)
+    fig = lifetime.model_comparison(table)
+    fig.canvas.draw()
+    assert overlapping_tick_labels(fig, fig.canvas.get_renderer()) == []
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == names
 
 
 def test_report_of_a_directory_without_a_run_fails_naming_it(tmp_path):
@@ -179,6 +208,12 @@ def test_every_figure_loads_in_headless_chromium(report):
         assert overflowing == []
         assert driver.execute_script("return document.documentElement.scrollWidth <= "
                                      "document.documentElement.clientWidth;")
+        # Nor is any table wider than its box (outside the folded run details).
+        wide = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.table')).filter(e => "
+            "!e.closest('details') && e.scrollWidth > e.clientWidth + 1).map(e => "
+            "e.textContent.slice(0, 80));")
+        assert wide == []
         height = driver.execute_script("return document.body.scrollHeight;")
         driver.set_window_size(1300, min(height + 100, 16000))
         driver.save_screenshot(str(SCREENSHOT))

@@ -5,10 +5,16 @@ panel, LA's classifier included."""
 import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
-from pipelines.report import page
+from pipelines.report import lifetime_ablation, page
 from pipelines.report.figures import legend_below, legend_right, line_style
+from predictors.lifetime.evaluation import trivial_f1s
 
+# A test recall this far below the target the decision was set for is said, and an F1 at
+# most this far above calling every instance long-lived.
+RECALL_SHORTFALL = 0.1
+TRIVIAL_MARGIN = 0.005
 COMPARED = (("c_index", "C-index (arrival)"), ("auc", "AUC of \"long-lived\""),
             ("average_precision", "average precision"), ("f1", "F1 at the decision"))
 
@@ -90,6 +96,7 @@ def aging(by_period: pd.DataFrame):
     for ax, title in zip(axes, ("AUC of \"long-lived\" at arrival", "F1 at the decision")):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("periods after the split (evaluation_period_s)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # periods are whole
         ax.grid(alpha=0.3)
         ax.set_ylim(0, 1.02)
     legend_right(axes[1])
@@ -99,59 +106,152 @@ def aging(by_period: pd.DataFrame):
 
 def model_table(tables: dict) -> pd.DataFrame:
     """One row per model: C-index, and the long-lived classification at arrival (the
-    regressors from lifetime_long_lived, LA's classifier from lifetime_la_classifier)."""
+    regressors from lifetime_long_lived, LA's classifier from lifetime_la_classifier) with
+    what no model needs (the F1 of calling every instance long-lived) and the recall the
+    decision was set for."""
     classified = pd.concat([tables[name] for name in ("lifetime_long_lived",
                                                       "lifetime_la_classifier")
                             if name in tables], ignore_index=True)
-    columns = ["model", "n", "n_positive", "threshold_s", "precision", "recall", "f1", "auc",
-               "average_precision", "precision_at_recall_70"]
+    columns = ["model", "n", "n_positive", "threshold_s", "precision", "recall",
+               "target_recall", "f1", "f1_every_long_lived", "auc", "average_precision",
+               "precision_at_recall_70"]
+    classified = classified.reindex(columns=columns)
+    if classified["f1_every_long_lived"].isna().all():  # results written before the column
+        classified["f1_every_long_lived"] = [
+            trivial_f1s(int(n), int(positive), float("nan"))[0]
+            for n, positive in zip(classified["n"], classified["n_positive"])]
     table = tables["lifetime_concordance"][["model", "c_index"]].merge(
-        classified[columns], on="model", how="outer")
+        classified, on="model", how="outer")
     return table.set_index("model")
 
 
 def model_comparison(table: pd.DataFrame):
-    """One panel per metric, one bar per model (missing: no bar, e.g. no C-index)."""
-    fig, axes = plt.subplots(1, len(COMPARED), figsize=(4 * len(COMPARED), 3.8), sharey=True)
+    """One panel per metric, one horizontal bar per model, the models' names once on the
+    shared y axis (missing: no bar, "n/a")."""
     models = list(table.index)
+    fig, axes = plt.subplots(1, len(COMPARED), figsize=(4 * len(COMPARED),
+                                                        1.2 + 0.32 * len(models)), sharey=True)
+    y = np.arange(len(models))
     for ax, (metric, title) in zip(axes, COMPARED):
         values = table[metric].to_numpy(np.float64)
-        ax.bar(models, np.nan_to_num(values), color=[f"C{i}" for i in range(len(models))])
+        ax.barh(y, np.nan_to_num(values), color=[f"C{i % 10}" for i in range(len(models))])
         for i, value in enumerate(values):
-            ax.annotate("n/a" if np.isnan(value) else f"{value:.2f}", (i, np.nan_to_num(value)),
-                        ha="center", va="bottom", fontsize=7)
+            ax.annotate("n/a" if np.isnan(value) else f"{value:.2f}", (np.nan_to_num(value), i),
+                        ha="left", va="center", fontsize=7, xytext=(2, 0),
+                        textcoords="offset points")
         if metric in ("c_index", "auc"):
-            ax.axhline(0.5, color="gray", linestyle="--", lw=0.8)  # chance
+            ax.axvline(0.5, color="gray", linestyle="--", lw=0.8)  # chance
         ax.set_title(title, fontsize=10)
-        ax.tick_params(axis="x", rotation=35, labelsize=7)
-    axes[0].set_ylim(0, 1.05)
+        ax.set_xlim(0, 1.12)
+    axes[0].set_yticks(y)
+    axes[0].set_yticklabels(models, fontsize=8)
+    axes[0].invert_yaxis()
     fig.tight_layout()
     return fig
 
 
 def findings(tables: dict, config) -> str:
-    """The lifetime block of the findings: each model's C-index and AUC / AP / F1 of
-    "long-lived" on the test period (per feature variant when the run has several)."""
+    """The lifetime block of the findings: the models ranked only against models scored on
+    the same test instances with the same labels (one group per "long-lived" threshold),
+    each beside what no model needs, and the ablation when the run has feature variants."""
     if "lifetime_concordance" not in tables or not len(tables["lifetime_concordance"]):
         return ""
-    table = model_table(by_variant(tables))
-    shown = table[["c_index", "auc", "average_precision", "f1"]].round(3).rename(columns={
-        "c_index": "C-index", "average_precision": "AP", "auc": "AUC", "f1": "F1"})
-    splits = tables["lifetime_split"]
-    test = splits[splits["split"] == "test"].iloc[0]
-    threshold_h = config.lifetime_model.long_lived_threshold_s / 3600
-    sentences = [f"{int(test['instances']):,} test instances; \"long-lived\" = beyond "
-                 f"{threshold_h:g} h, at arrival."]
-    if shown["AUC"].notna().any():
-        best = shown["AUC"].idxmax()
-        sentences.append(f"Best AUC: {best}, {shown.loc[best, 'AUC']:.3f} (AP "
-                         f"{shown.loc[best, 'AP']:.3f}).")
-    if shown["C-index"].notna().any():
-        best = shown["C-index"].idxmax()
-        sentences.append(f"Best ranking of lifetimes: {best}, C-index "
-                         f"{shown.loc[best, 'C-index']:.3f}.")
-    return page.finding("lifetime", "Lifetime models", sentences,
-                        shown.rename_axis("model").reset_index())
+    renamed = by_variant(tables)
+    table = in_config_order(model_table(renamed).reset_index(), tables, config)
+    sentences = [" ".join(["Answers at arrival; a model is ranked only among those scored "
+                           "on the same test instances and labels."]
+                          + _concordance_sentences(renamed["lifetime_concordance"]))]
+    for _, group in _comparable_groups(table):
+        sentences.append(_threshold_sentence(group))
+    trivial = table[table["f1"] <= table["f1_every_long_lived"] + TRIVIAL_MARGIN]
+    if len(trivial):
+        sentences.append("No better than calling every instance long-lived: " + ", ".join(
+            f"{row.model} (F1 {row.f1:.3f} vs {row.f1_every_long_lived:.3f})"
+            for row in trivial.itertuples()) + ".")
+    short = table[table["recall"] < table["target_recall"] - RECALL_SHORTFALL]
+    if len(short):
+        sentences.append("Test recall below the target its decision was set for on the "
+                         "training period: " + ", ".join(
+                             f"{row.model} {row.recall:.2f} ({row.target_recall:.2f})"
+                             for row in short.itertuples()) + ".")
+    sentences += lifetime_ablation.sentences(tables, config)
+    features = lifetime_ablation.features_table(config)
+    return page.finding("lifetime", "Lifetime models", sentences, [_box_table(table)] + (
+        [page.table(features, classes="wrap")] if len(features) else []))
+
+
+def in_config_order(table: pd.DataFrame, tables: dict, config) -> pd.DataFrame:
+    """`table` (a `model` column, "<model>@<variant>" with variants) with the variants in
+    the config's order, then the models in the order the run trained them."""
+    models = list(dict.fromkeys(tables["lifetime_models"]["name"])) \
+        if "lifetime_models" in tables else []
+    variants = [v.name for v in config.lifetime_model.variant] or ["default"]
+    parts = table["model"].str.partition("@")
+    base, variant = parts[0], parts[2].where(parts[2] != "", "default")
+    key = [(variants.index(v) if v in variants else len(variants),
+            models.index(b) if b in models else len(models)) for b, v in zip(base, variant)]
+    order = sorted(range(len(table)), key=lambda i: key[i])
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _comparable_groups(table: pd.DataFrame):
+    """(key, rows) per set of models scored on the same question: the same threshold, test
+    instances and long-lived ones; by threshold, then size."""
+    scored = table.dropna(subset=["threshold_s"])
+    keys = ["threshold_s", "n", "n_positive"]
+    return sorted(scored.groupby(keys, sort=False), key=lambda item: item[0])
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:g} h"
+
+
+def _concordance_sentences(concordance: pd.DataFrame) -> list:
+    """The best ranking of lifetimes among the models scored on the same instances."""
+    sentences = []
+    for n, rows in concordance.dropna(subset=["c_index"]).groupby("n"):
+        best = rows.loc[rows["c_index"].idxmax()]
+        of = f"best of {len(rows)}" if len(rows) > 1 else "only"
+        sentences.append(f"C-index ({int(n):,} instances, 0.5 = chance): {of} "
+                         f"{best['model']}, {best['c_index']:.3f}.")
+    return sentences
+
+
+def _threshold_sentence(group: pd.DataFrame) -> str:
+    """The group's best AUC and its F1 against calling every instance long-lived."""
+    first = group.iloc[0]
+    n, positive = int(first["n"]), int(first["n_positive"])
+    base = positive / max(n, 1)
+    head = (f"Long-lived = beyond {_hours(first['threshold_s'])} ({n:,} instances, "
+            f"{100 * base:.1f} % long-lived): ")
+    if not group["auc"].notna().any():
+        return head + "no AUC (the test instances lack a class)."
+    best = group.loc[group["auc"].idxmax()]
+    every = first["f1_every_long_lived"]
+    return (head + f"{'best AUC' if len(group) > 1 else 'AUC'} {best['model']}, "
+            f"{best['auc']:.3f} (AP {best['average_precision']:.3f}; chance 0.5 and "
+            f"{base:.3f}), F1 {best['f1']:.3f}"
+            + (f" against {every:.3f} calling all long-lived." if pd.notna(every) else "."))
+
+
+def _box_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The findings' table: one row per model, grouped by the question it was scored on."""
+    order = sorted(range(len(table)), key=lambda i: (np.nan_to_num(
+        table["threshold_s"].iat[i], nan=np.inf), table["n"].iat[i]))
+    shown = table.iloc[order]
+    return pd.DataFrame({
+        "model": shown["model"],
+        "beyond": shown["threshold_s"].map(lambda s: "—" if pd.isna(s) else _hours(s)),
+        "C-index": shown["c_index"].round(3), "AUC": shown["auc"].round(3),
+        "F1": shown["f1"].round(3), "F1 all long": shown["f1_every_long_lived"].round(3),
+        "recall (target)": [_recall_text(r, t) for r, t in zip(shown["recall"],
+                                                               shown["target_recall"])]})
+
+
+def _recall_text(recall: float, target: float) -> str:
+    if pd.isna(recall):
+        return "—"
+    return f"{recall:.2f}" + (f" ({target:.2f})" if pd.notna(target) else "")
 
 
 def section(tables: dict, config, figures) -> str:
@@ -159,7 +259,7 @@ def section(tables: dict, config, figures) -> str:
     if "lifetime_concordance" not in tables or not len(tables["lifetime_concordance"]):
         return ""
     tables = by_variant(tables)
-    table = model_table(tables)
+    table = in_config_order(model_table(tables).reset_index(), tables, config).set_index("model")
     aged = ([figures.html(aging(tables["lifetime_by_period"]), "lifetime_aging",
                           "The models by period after the split ([Barbalho23] Fig. 14)")]
             if len(tables.get("lifetime_by_period", ())) else [])

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from pipelines.report import page
+from pipelines.report import admission, page
 from pipelines.report.figures import legend_below, line_style
 
 PANELS = (
@@ -78,30 +78,81 @@ def fig10(machines: pd.DataFrame, cell: pd.DataFrame, labels: dict):
     return fig
 
 
-def findings(tables: dict, config) -> str:
-    """The overcommit block of the findings: each teller's mean cell savings and its mean
-    violation rate and severity per machine (against the oracle), and which saves most."""
-    summary = tables.get("overcommit_summary")
-    if summary is None or not len(summary):
-        return ""
+def teller_costs(tables: dict, config) -> pd.DataFrame:
+    """Per teller: mean cell savings, mean and budget-percentile per-machine violation rate,
+    mean severity (all %), whether it is within the config's violation budget and on the
+    frontier (no other predictor saves at least as much at a mean violation rate at most
+    its, one of the two strictly better: `admission.on_frontier`); the oracle,
+    the bound, last."""
+    summary = tables["overcommit_summary"]
     means = summary.pivot_table(index="predictor", columns="metric", values="mean",
                                 sort=False)
-    shown = pd.DataFrame({
+    budget = config.overcommit.violation_budget
+    machines = tables["overcommit_machine_metrics"]
+    at_percentile = machines.groupby("predictor")["violation_rate"].quantile(
+        budget.machine_percentile / 100)
+    costs = pd.DataFrame({
         "teller": means.index,
-        "cell savings %": (100 * means["cell_savings_ratio"]).round(1).to_numpy(),
-        "violation rate %": (100 * means["violation_rate"]).round(1).to_numpy(),
-        "severity %": (100 * means["violation_severity"]).round(2).to_numpy()})
+        "cell savings %": 100 * means["cell_savings_ratio"].to_numpy(),
+        "violation rate %": 100 * means["violation_rate"].to_numpy(),
+        f"p{_percent(budget.machine_percentile)} machine violation %":
+            100 * at_percentile.reindex(means.index).to_numpy(),
+        "severity %": 100 * means["violation_severity"].to_numpy()})
     oracle = summary["oracle"].iloc[0]
-    predicted = shown[means.index != oracle]
-    sentences = [f"Scored against {oracle}, per machine and {config.overcommit.metric.step_s:g}"
-                 " s step; savings are of the limits, means over the cell's steps."]
+    costs["within budget"] = (costs.iloc[:, 3] <= 100 * budget.max_violation_rate) \
+        & (costs["teller"] != oracle)
+    predicted = costs["teller"] != oracle
+    costs["frontier"] = False
+    costs.loc[predicted, "frontier"] = admission.on_frontier(
+        costs.loc[predicted, "violation rate %"], costs.loc[predicted, "cell savings %"])
+    return pd.concat([costs[predicted].sort_values("cell savings %", ascending=False),
+                      costs[~predicted]], ignore_index=True)
+
+
+def _budget_sentence(costs: pd.DataFrame, budget) -> str:
+    """The most saving predictor within the budget, or the one closest to it."""
+    column = costs.columns[3]
+    machine = f"p{_percent(budget.machine_percentile)} machine"
+    rule = f"{machine} ≤ {100 * budget.max_violation_rate:g} % of its steps violated"
+    within = costs[costs["within budget"]]
+    if len(within):
+        best = within.iloc[0]
+        return (f"Most saved within the violation budget ({rule}): {best['teller']}, "
+                f"{best['cell savings %']:.1f} % (its {machine} {best[column]:.2f} %).")
+    predicted = costs.iloc[:-1]
+    closest = predicted.loc[predicted[column].idxmin()]
+    return (f"No predictor is within the violation budget ({rule}); the closest: "
+            f"{closest['teller']}, its {machine} {closest[column]:.1f} %, "
+            f"{closest['cell savings %']:.1f} % saved.")
+
+
+def findings(tables: dict, config) -> str:
+    """The overcommit block of the findings: the oracle as the bound, the most saving
+    predictor within the run's violation budget, and the savings-violation frontier."""
+    summary = tables.get("overcommit_summary")
+    if summary is None or not len(summary) or "overcommit_machine_metrics" not in tables:
+        return ""
+    costs = teller_costs(tables, config)
+    oracle = costs.iloc[-1]
+    sentences = [f"Per machine and {config.overcommit.metric.step_s:g} s step: savings = "
+                 "share of the limits not reserved (mean over the cell's steps); violations "
+                 f"= share of a machine's steps predicted below the peak of "
+                 f"{oracle['teller']}, the bound, which saves {oracle['cell savings %']:.1f} % "
+                 "with none."]
+    predicted = costs.iloc[:-1]
     if len(predicted):
-        best = predicted.loc[predicted["cell savings %"].idxmax()]
-        safest = predicted.loc[predicted["violation rate %"].idxmin()]
-        sentences.append(f"Most saved: {best['teller']}, {best['cell savings %']:g} % at a "
-                         f"{best['violation rate %']:g} % violation rate; fewest violations: "
-                         f"{safest['teller']}, {safest['violation rate %']:g} % "
-                         f"({safest['cell savings %']:g} % saved).")
+        sentences.append(_budget_sentence(costs, config.overcommit.violation_budget))
+        frontier = predicted[predicted["frontier"]].sort_values("violation rate %")
+        sentences.append("Frontier (saved at mean violations): " + " → ".join(
+            f"{row['teller']} {row['cell savings %']:.1f} % at {row['violation rate %']:.2f} %"
+            for _, row in frontier.iterrows()) + ".")
+    shown = pd.DataFrame({
+        "teller": [f"{t} (bound)" if t == oracle["teller"] else t for t in costs["teller"]],
+        "saved %": costs["cell savings %"].round(1),
+        "violations %": costs["violation rate %"].round(2),
+        costs.columns[3].replace(" violation %", " %"): costs.iloc[:, 3].round(2),
+        "in budget": ["yes" if within else "no" for within in costs["within budget"]]})
+    shown.loc[shown.index[-1], "in budget"] = "—"
     return page.finding("overcommit", "Overcommit", sentences, shown)
 
 
@@ -117,9 +168,17 @@ def section(tables: dict, config, figures) -> str:
                           "savings per machine, and of the cell's savings over time")]
     summary = tables.get("overcommit_summary")
     if summary is not None and len(summary):
-        pivot = summary.pivot_table(index="predictor", columns="metric",
-                                    values=["mean", "p50", "p90"]).round(4)
-        pivot.index = [labels.get(name, name) for name in pivot.index]
-        parts.append("<h3>Mean, median and p90 of each metric</h3>" + page.table(pivot,
-                                                                                index=True))
+        parts.append("<h3>Mean / median / p90 of each metric (0-1)</h3>"
+                     + page.table(quantiles_table(summary, labels), index=True))
     return "\n".join(parts)
+
+
+def quantiles_table(summary: pd.DataFrame, labels: dict) -> pd.DataFrame:
+    """Per predictor (rows, labelled by what it computes) and metric (columns): its mean,
+    median and p90 in one cell, "0.342 / 0.333 / 0.489"."""
+    cells = summary.assign(cell=[f"{m:.3f} / {p50:.3f} / {p90:.3f}" for m, p50, p90 in
+                                 zip(summary["mean"], summary["p50"], summary["p90"])])
+    table = cells.pivot_table(index="predictor", columns="metric", values="cell",
+                              aggfunc="first", sort=False)
+    table.index = [labels.get(name, name) for name in table.index]
+    return table.rename_axis(index=None, columns=None)

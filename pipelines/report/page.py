@@ -16,12 +16,14 @@ def table(frame: pd.DataFrame, index: bool = False, **kwargs) -> str:
     return f'<div class="table">{frame.to_html(index=index, border=0, **kwargs)}</div>'
 
 
-def finding(anchor: str, title: str, sentences, summary: pd.DataFrame = None,
-            index: bool = False) -> str:
+def finding(anchor: str, title: str, sentences, summary=None, index: bool = False) -> str:
     """One stage's block of the findings: a title linking to its section, a few sentences
-    (escaped here), and an optional small table."""
+    (escaped here), and optional small tables (`summary`: a DataFrame, a table's HTML, or a
+    list of them; empty ones are left out)."""
     text = "".join(f"<p>{html.escape(s)}</p>" for s in sentences)
-    shown = "" if summary is None or not len(summary) else table(summary, index=index)
+    parts = summary if isinstance(summary, (list, tuple)) else [summary]
+    shown = "".join(part if isinstance(part, str) else table(part, index=index)
+                    for part in parts if part is not None and len(part))
     return (f'<div class="finding"><h3><a href="#{anchor}">{html.escape(title)}</a></h3>'
             f"{text}{shown}</div>")
 

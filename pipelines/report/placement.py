@@ -12,6 +12,7 @@ from pipelines.report import admission, page
 from pipelines.report.figures import legend_below, legend_right, line_style, say_none
 
 US_PER_H = 3.6e9
+GAIN = "empty_hosts_pct_vs_best_fit_pp"
 
 
 def shown_replays(summary: pd.DataFrame):
@@ -144,9 +145,10 @@ def accuracy_sweep(summary: pd.DataFrame, pool: str):
 
 
 def gains_table(summary: pd.DataFrame, pool: str) -> pd.DataFrame:
-    """Per policy (rows) and lifetime source (columns): empty hosts vs Best-Fit in pp, with
-    the failed placements when there are any ("+1.23", "-0.40 (12 failed)")."""
+    """Per policy but Best-Fit (rows) and lifetime source (columns): empty hosts vs Best-Fit
+    in pp, with the failed placements when there are any ("+1.23", "-0.40 (12 failed)")."""
     plain = plain_replays(summary, pool)
+    plain = plain[plain["policy"] != "best_fit"]
 
     def cell(row):
         failed = int(row["failed_placements"])
@@ -159,29 +161,83 @@ def gains_table(summary: pd.DataFrame, pool: str) -> pd.DataFrame:
     return table.rename_axis(columns=None).reset_index()
 
 
+def source_kind(row) -> str:
+    """"oracle", "noisy" or "learned": what a replay's lifetimes are."""
+    if row["lifetime_source"] == "oracle":
+        return "oracle"
+    return "noisy" if pd.notna(row.get("noisy_oracle_accuracy")) else "learned"
+
+
+def _best(rows: pd.DataFrame) -> pd.Series:
+    return rows.loc[rows[GAIN].idxmax()]
+
+
+def _failed(row) -> str:
+    failed = int(row["failed_placements"])
+    return f", {failed:,} failed placement{'s' if failed > 1 else ''}" if failed else ""
+
+
+def _noisy_sentence(noisy: pd.DataFrame) -> str:
+    """Per accuracy, the best policy's mean gain over the seeds with their range, and
+    whether the runner-up is within it; one seed says that the spread is unknown."""
+    gains = (noisy.groupby(["noisy_oracle_accuracy", "policy"])[GAIN]
+             .agg(["mean", "min", "max", "count"]).reset_index())
+    parts = []
+    for accuracy, rows in gains.sort_values("noisy_oracle_accuracy", ascending=False).groupby(
+            "noisy_oracle_accuracy", sort=False):
+        rows = rows[rows["policy"] != "best_fit"].sort_values("mean", ascending=False)
+        if not len(rows):
+            continue
+        top = rows.iloc[0]
+        text = f"at {accuracy:g}, {top['policy']} {page.signed(top['mean'])} pp"
+        if top["count"] > 1:
+            text += f" (seeds {page.signed(top['min'])} to {page.signed(top['max'])})"
+            if len(rows) > 1 and rows.iloc[1]["max"] >= top["min"]:
+                text += f", {rows.iloc[1]['policy']} within that spread"
+        parts.append(text)
+    n_seeds = int(gains["count"].max())
+    said = (f"mean over {n_seeds} seeds" if n_seeds > 1 else
+            "one seed each: a gain cannot be told from one draw's noise")
+    return f"Noisy oracles ({said}): " + "; ".join(parts) + "."
+
+
 def findings(tables: dict, config) -> str:
     """The placement block of the findings: on the largest pool, each policy and lifetime
-    source against Best-Fit (pp), the failures, Best-Fit's empty hosts and the upper bound."""
+    source against Best-Fit (pp), the oracle's best as the bound, learned lifetimes apart
+    from it and the noisy oracles with their seeds' spread."""
     summary = tables.get("placement_summary")
     if summary is None or not len(summary):
         return ""
     pool, _ = shown_replays(summary)
     plain = plain_replays(summary, pool)
+    plain = plain.assign(kind=[source_kind(row) for _, row in plain.iterrows()])
     best_fit = plain[plain["policy"] == "best_fit"]
     sentences = [f"Pool {pool}, {int(plain['num_hosts'].max()):,} hosts: empty hosts vs "
-                 "Best-Fit with the same lifetimes (pp, means over the metric window)."]
+                 "Best-Fit with the same lifetimes (pp of hosts, means over the metric "
+                 "window)."]
     if len(best_fit):
         first = best_fit.iloc[0]
-        sentences.append(f"Best-Fit keeps {first['empty_hosts_pct']:.2f} % of hosts empty "
-                         f"(upper bound {first['upper_bound_empty_hosts_pct']:.2f} %).")
+        sentences[0] += (f" Best-Fit keeps {first['empty_hosts_pct']:.2f} % empty; upper "
+                         f"bound {first['upper_bound_empty_hosts_pct']:.2f} % (the most its "
+                         "demand could leave empty, [Ling25ext] App. G.2).")
     others = plain[plain["policy"] != "best_fit"]
-    if len(others):
-        best = others.loc[others["empty_hosts_pct_vs_best_fit_pp"].idxmax()]
-        failed = int(best["failed_placements"])
-        sentences.append(
-            f"Most: {best['policy']} with {best['lifetime_source']} lifetimes, "
-            f"{page.signed(best['empty_hosts_pct_vs_best_fit_pp'])} pp, "
-            + (f"{failed:,} failed placements." if failed else "no failed placement."))
+    oracle, learned = others[others["kind"] == "oracle"], others[others["kind"] == "learned"]
+    if len(oracle):
+        top = _best(oracle)
+        sentences.append(f"Oracle lifetimes (perfect predictions): most {top['policy']}, "
+                         f"{page.signed(top[GAIN])} pp{_failed(top)}.")
+    if len(learned):
+        top = _best(learned)
+        same = oracle[oracle["policy"] == top["policy"]]
+        share = (f" ({top[GAIN] / same[GAIN].iloc[0]:.0%} of its gain with the oracle, "
+                 f"{page.signed(same[GAIN].iloc[0])})"
+                 if len(same) and same[GAIN].iloc[0] > 0 and top[GAIN] > 0 else "")
+        sentences.append(f"Learned lifetimes: most {top['policy']} with "
+                         f"{top['lifetime_source']}, {page.signed(top[GAIN])} pp{share}"
+                         f"{_failed(top)}.")
+    noisy = others[others["kind"] == "noisy"]
+    if len(noisy):
+        sentences.append(_noisy_sentence(noisy))
     _, source = shown_replays(summary)
     sentences += admission.frontier_sentences(admission.frontier(summary, pool, source))
     return page.finding("placement", "Placement", sentences, gains_table(summary, pool))

@@ -112,6 +112,29 @@ def precision_recall_f1(is_positive: np.ndarray, predicted_positive: np.ndarray
     return float(precision), float(recall), float(f1)
 
 
+def long_lived_rate(instances: Instances, *, observation_end_us: Optional[int],
+                    threshold_s: float) -> float:
+    """The share of `instances` known to live beyond `threshold_s` among those whose class
+    is known when observed until `observation_end_us`, 0-1 (NaN without one)."""
+    duration_s, finished = observed_lifetimes(instances_frame(instances), observation_end_us)
+    is_long, known = long_lived_labels(duration_s, finished, threshold_s)
+    return float(is_long[known].mean()) if known.any() else float("nan")
+
+
+def trivial_f1s(n: int, n_positive: int, rate: float) -> Tuple[float, float]:
+    """The F1 of "long-lived" that needs no model, on n instances of which n_positive are
+    long-lived: (calling every instance long-lived, calling each one long-lived at random
+    with probability `rate`, in expectation). The first is 2b / (1 + b) with b the base rate
+    n_positive / n; the second 2br / (b + r), its precision b and its recall r. NaN
+    without an instance; 0 where the F1's denominator is."""
+    if n == 0:
+        return float("nan"), float("nan")
+    base = n_positive / n
+    every = 2 * base / (1 + base)
+    at_rate = 2 * base * rate / (base + rate) if base + rate > 0 else 0.0
+    return float(every), float(at_rate)
+
+
 def binary_classification_metrics(is_positive: np.ndarray, score: np.ndarray,
                                   decision_threshold: float,
                                   recalls: Sequence[float] = DEFAULT_RECALLS) -> pd.DataFrame:

@@ -30,8 +30,10 @@ from predictors.lifetime.evaluation import (
     la_classifier_metrics,
     long_lived_by_age,
     long_lived_metrics,
+    long_lived_rate,
     metrics_by_period,
     predict_at_uptime_quantiles,
+    trivial_f1s,
 )
 from predictors.lifetime.examples import TimeSplit, observed_lifetimes
 from predictors.lifetime.registry import (
@@ -143,10 +145,25 @@ def evaluate_long_lived(model, split: TimeSplit, config, validation: pd.DataFram
     """The table of a long-lived classifier on the test part ([Barbalho23] Tables 1, 3); its
     decision probability was set at fit time (`LaClassifier.target_recall`)."""
     target = model.target_recall
-    return {"lifetime_la_classifier": la_classifier_metrics(
+    return {"lifetime_la_classifier": with_trivial_baselines(la_classifier_metrics(
         model, split.test, observation_end_us=split.observation_end_us,
-        recalls=DEFAULT_RECALLS).assign(
+        recalls=DEFAULT_RECALLS), split).assign(
             target_recall=float("nan") if target is None else float(target))}
+
+
+def with_trivial_baselines(table: pd.DataFrame, split: TimeSplit) -> pd.DataFrame:
+    """`table` (rows of n, n_positive, threshold_s) with what a model must beat: the
+    training period's long-lived rate at each row's threshold (observed until the split)
+    and the F1 of calling every test instance long-lived and of calling them long-lived at
+    that rate (`trivial_f1s`)."""
+    rates = [long_lived_rate(split.train, observation_end_us=split.split_time_us,
+                             threshold_s=float(threshold_s))
+             for threshold_s in table["threshold_s"]]
+    f1s = [trivial_f1s(int(n), int(positive), rate)
+           for n, positive, rate in zip(table["n"], table["n_positive"], rates)]
+    return table.assign(train_positive_rate=rates,
+                        f1_every_long_lived=[every for every, _ in f1s],
+                        f1_at_train_rate=[at_rate for _, at_rate in f1s])
 
 
 def long_lived_tables(model, split: TimeSplit, config, decisions: np.ndarray,
@@ -158,9 +175,10 @@ def long_lived_tables(model, split: TimeSplit, config, decisions: np.ndarray,
     labels = {"target_recall": target_recall,
               "augmentation": getattr(model, "augmentation_", None)}
     return {
-        "lifetime_long_lived": long_lived_metrics(
+        "lifetime_long_lived": with_trivial_baselines(long_lived_metrics(
             model, test, observation_end_us=observation_end_us, threshold_s=threshold_s,
-            decision_threshold_s=decisions[0], recalls=DEFAULT_RECALLS).assign(**labels),
+            decision_threshold_s=decisions[0], recalls=DEFAULT_RECALLS), split
+        ).assign(**labels),
         "lifetime_f1_by_age": long_lived_by_age(
             model, test, uptime_ages_s(config), decisions,
             observation_end_us=observation_end_us, threshold_s=threshold_s,

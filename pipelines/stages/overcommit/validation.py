@@ -43,6 +43,12 @@ def validate_config(check, config, source=None, has_usage: bool = True,
         _validate_reset_and_shift(check, config.reset_and_shift, f"{field}.reset_and_shift")
     if config.HasField("scheduler"):
         _validate_scheduler(check, config.scheduler, source, f"{field}.scheduler")
+    if config.HasField("violation_budget"):
+        budget, at = config.violation_budget, f"{field}.violation_budget"
+        check.require(0 <= budget.machine_percentile <= 100, f"{at}.machine_percentile",
+                      f"must be in [0, 100], got {budget.machine_percentile}")
+        check.require(0 <= budget.max_violation_rate <= 1, f"{at}.max_violation_rate",
+                      f"must be in [0, 1], got {budget.max_violation_rate}")
     if scheduled_loaded and config.filtered_usage.HasField("input"):
         check.fail(f"{field}.filtered_usage.input", "is unused: scheduled_usage is loaded")
     if config.fortune_teller:
