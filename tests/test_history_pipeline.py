@@ -186,6 +186,10 @@ def test_models_that_know_the_customer_by_variant(tmp_path):
     page = write_report(str(tmp_path / "out")).read_text()
     assert "la_classifier@customer" in page and "la_classifier@no_customer" in page
     assert 'id="lifetime_aging"' in page
+    # ... and reads the sweep as an ablation, in the config's order.
+    assert ("Ablation over 2 feature variants, in the config&#x27;s order: no_customer → "
+            "customer.") in page
+    assert "<td>+ customer_prior_long, customer_lifetime_p50_s</td>" in page
 
 
 @pytest.mark.parametrize("edit,field,message", [

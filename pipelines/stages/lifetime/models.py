@@ -21,9 +21,11 @@ from predictors.lifetime.registry import (
 )
 
 
-def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
+def fit_models(split: TimeSplit, config, variant: str = "default") -> Dict[str, FittedModel]:
     """The models the config asks for (registry order), fitted on the training part; a model
-    whose fitter finds nothing to learn from is left out, and the log says so."""
+    whose fitter finds nothing to learn from is left out, and the log says so (naming the
+    feature variant, when the run has several)."""
+    of = "" if variant == "default" else f" of variant {variant}"
     labeled = regression_instances(split, config)
     data = TrainingData(split, labeled, training_examples(labeled, split, config),
                         lambda augmentation: training_examples(labeled, split, config,
@@ -32,12 +34,12 @@ def fit_models(split: TimeSplit, config) -> Dict[str, FittedModel]:
     fitted = {}
     for i, name in enumerate(names, 1):
         entry = LIFETIME_MODELS[name]
-        with progress.Heartbeat(f"lifetime: training model {name} ({i} of {len(names)}, "
+        with progress.Heartbeat(f"lifetime: training model {name}{of} ({i} of {len(names)}, "
                                 f"{len(labeled):,} instances)"):
             fit = entry.fit(entry.build(config), data, config)
         if fit is None:
-            progress.report("lifetime: model %s not trained: no training instance can be "
-                            "labelled for it before the split", name)
+            progress.report("lifetime: model %s%s not trained: no training instance can be "
+                            "labelled for it before the split", name, of)
             continue
         fitted[name] = fit
         progress.count("lifetime.models_trained")

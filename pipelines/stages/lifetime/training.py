@@ -271,10 +271,11 @@ def train_variant(split: TimeSplit, config, model_dir: ModelDir, variant: str
                   ) -> Dict[str, pd.DataFrame]:
     """Fits, saves and evaluates every model the (variant's) config asks for; the tables by
     name, each row naming the variant."""
-    fitted = fit_models(split, config)
+    fitted = fit_models(split, config, variant)
     model_rows = [save_model(name, f, model_dir, split.split_time_us)
                   for name, f in fitted.items()]
-    with progress.Heartbeat(f"lifetime: evaluating {len(fitted)} models ({variant}) on "
+    of = "" if variant == "default" else f" of variant {variant}"
+    with progress.Heartbeat(f"lifetime: evaluating {len(fitted)} models{of} on "
                             f"{len(split.test):,} test instances"):
         frames = evaluate({name: f.model for name, f in fitted.items()}, split, config)
     frames["lifetime_models"] = pd.DataFrame(model_rows)
