@@ -1,6 +1,9 @@
 """The commands of `fleetcast` (pipelines/cli.py parses the command line, then calls
 `run_command`): run a config, validate configs, query, report, estimate, reproduce, synth and
 serve a worker pool, each failure reported in one line with its exit code.
+
+Beam, and the modules that import it, load inside the functions that run a pipeline or read
+its results, so that `validate` answers without them.
 """
 
 import argparse
@@ -14,21 +17,12 @@ import tempfile
 import time
 import traceback
 
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import (
-    DirectOptions,
-    PipelineOptions,
-    StandardOptions,
-)
-
 import synthetic
 from configs.checks import max_worker_processes
 from pipelines import config as run_config
-from pipelines import portable, progress, worker_guard
-from pipelines import run as run_pipeline
+from pipelines import worker_guard
 from pipelines.cli import EXIT_CONFIG_ERROR, EXIT_INTERRUPTED, EXIT_RUN_FAILED
-from pipelines.io import failures, manifests
+from pipelines.io import failures
 from pipelines.stages.registry import configured as configured_stages
 
 
@@ -43,6 +37,7 @@ def _option_strings(parser) -> list:
 
 def _beam_parser():
     """The parser Beam reads pipeline options with: every registered PipelineOptions class."""
+    from apache_beam.options.pipeline_options import PipelineOptions
     captured = []
     PipelineOptions([]).get_all_options(add_extra_args_fn=captured.append)
     parser = captured[0]
@@ -74,6 +69,7 @@ RUNNERS_HINT = f"the runners: {', '.join(RUNNERS)} (docs/runners.md)"
 def _check_runner_name(runner: str):
     """UsageError for a --runner name that Beam does not know (it accepts a known class name
     in any case, with or without "Runner")."""
+    from apache_beam.options.pipeline_options import StandardOptions
     known = {path.rsplit(".", 1)[-1].lower() for path in StandardOptions.ALL_KNOWN_RUNNERS}
     if runner.lower() not in known and f"{runner.lower()}runner" not in known:
         raise UsageError(f"--runner={runner}: unknown runner; {RUNNERS_HINT}")
@@ -121,6 +117,7 @@ def check_beam_args(beam_args, own_options=("--output_dir",)):
 def _check_direct_workers(beam_args):
     """UsageError for a --direct_num_workers below 0 or above the machine's bound (each
     worker is a process of its own with the pipeline's state)."""
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
     workers = PipelineOptions(list(beam_args)).view_as(DirectOptions).direct_num_workers
     limit = max_worker_processes("a Python process with its share of the pipeline")
     if workers < 0 or workers > limit.maximum:
@@ -132,6 +129,10 @@ def _check_direct_workers(beam_args):
 def _read_table(root: str, manifest: dict, name: str):
     """Table `name` of the run published in `root` (its manifest's files) as a DataFrame."""
     import pandas as pd  # only the summary needs pandas
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.io import manifests
     if name not in manifest["tables"]:
         return pd.DataFrame()
     frames = []
@@ -143,9 +144,12 @@ def _read_table(root: str, manifest: dict, name: str):
     return pd.concat(frames, ignore_index=True)
 
 
-def print_summary(output: run_pipeline.OutputSpec, tables, out=None):
-    """Where the results are, rows per table, per-source counts, dead-letter reasons and
-    what the stages left out by design."""
+def print_summary(output, tables, out=None):
+    """Where the results are (`output`, the run's pipelines.run.OutputSpec), rows per table,
+    per-source counts, dead-letter reasons and what the stages left out by design."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.io import manifests
     out = out or sys.stdout
     if output.parquet_dir is None:
         print(f"Results: BigQuery dataset {output.bigquery_dataset}, tables: "
@@ -194,6 +198,7 @@ def print_counters(counters, out=None):
 def configure_logging(verbose: bool = False, quiet: bool = False):
     """Beam's lines at WARNING (INFO with `verbose`; their tracebacks only then), fleetcast's
     progress lines at INFO unless `quiet`; on stderr, so that stdout keeps the results."""
+    from pipelines import portable, progress
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
                         force=True)
@@ -209,6 +214,9 @@ def configure_logging(verbose: bool = False, quiet: bool = False):
 
 
 def _run(args, beam_args):
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines import run as run_pipeline
     configure_logging(args.verbose, args.quiet)
     if args.verbose:  # worker processes print their tracebacks too (pipelines/worker_quiet.py)
         os.environ["FLEETCAST_WORKER_TRACEBACKS"] = "1"

@@ -4,7 +4,9 @@
 required fields per source, inputs that exist) and reports every problem by its field path,
 e.g. ``overcommit.fortune_teller[1].predictor.rc_like.percentile: must be in [0, 100], got
 120``. The source, each stage and each plug-in are checked by their own validators (their
-registry entries and stage modules); this module walks the run.
+registry entries and stage modules); this module walks the run. None of it imports Beam:
+Beam's file systems load only to read a config that is not a plain local file and to match
+the input files a config names.
 """
 
 import os
@@ -12,12 +14,11 @@ import pathlib
 import re
 from typing import Optional
 
-from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
 from configs import fleetcast_pb2
 from configs.checks import Checker, ConfigError, ConfigProblem
-from pipelines import history
+from pipelines import history_config
 from pipelines.config_errors import parse_problem
 from pipelines.sources.registry import SOURCES
 from pipelines.stages.registry import configured as configured_stages
@@ -49,13 +50,23 @@ def load_config(path: str, check_inputs: bool = True) -> fleetcast_pb2.RunConfig
     return config
 
 
+# A config path that Beam's file systems read otherwise than a plain local open: a URL
+# (gs://...), or a file they decompress by its suffix (CompressionTypes.AUTO).
+BEAM_READ = re.compile(r"://|\.(bz2|deflate|gz|zstd?|xz|lzma)$", re.IGNORECASE)
+
+
 def read_config(path: str):
     """(the config at `path`, its missing inputs as ConfigProblems): reads, parses and
     validates it; raises ConfigError for every problem but inputs that are not there."""
-    if not FileSystems.exists(path):
+    if BEAM_READ.search(path):
+        from apache_beam.io.filesystems import FileSystems
+        exists, open_binary = FileSystems.exists, FileSystems.open
+    else:  # what Beam's local file system does, without loading Beam
+        exists, open_binary = os.path.exists, lambda name: open(name, "rb")
+    if not exists(path):
         raise ConfigError(path, [ConfigProblem("<file>", "config file does not exist")])
     try:
-        with FileSystems.open(path) as f:
+        with open_binary(path) as f:
             text = f.read().decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(path, [ConfigProblem("<file>", "is not UTF-8 text (a config is a "
@@ -84,6 +95,7 @@ PATH_FIELDS = frozenset([
 def absolute_path(path: str) -> str:
     """A local relative `path` (or pattern) made absolute from this process's directory;
     any other path (absolute, gs://, empty) as it is."""
+    from apache_beam.io.filesystems import FileSystems
     if not path or FileSystems.get_scheme(path) is not None or os.path.isabs(path):
         return path
     return os.path.abspath(path)
@@ -117,6 +129,7 @@ def config_name(config: fleetcast_pb2.RunConfig, path: str) -> str:
 
 
 def _matches(pattern: str) -> bool:
+    from apache_beam.io.filesystems import FileSystems
     try:
         return any(r.metadata_list for r in FileSystems.match([pattern]))
     except Exception:  # pylint: disable=broad-except
@@ -164,7 +177,7 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
     if source is not None:
         source.validate(check, getattr(config, which), which)
     if config.HasField("customer_history"):
-        history.validate_config(check, config.customer_history)
+        history_config.validate_config(check, config.customer_history)
     _validate_history_features(check, config)
     for _, stage in configured_stages(config):
         stage.validate(check, config, source)
@@ -200,7 +213,7 @@ def _validate_history_features(check, config):
     every row); a loaded instances table may hold the columns already."""
     if not config.HasField("lifetime_model") or _loaded(config, "instances"):
         return
-    filled = ({key for key, _ in history.history_keys(config.customer_history)}
+    filled = ({key for key, _ in history_config.history_keys(config.customer_history)}
               if config.HasField("customer_history") else set())
     for field, features in _feature_lists(config.lifetime_model):
         for j, name in enumerate(features):
@@ -231,14 +244,14 @@ def _unfilled_customer(config) -> Optional[str]:
         return None
     source = SOURCES[which]
     fills = source.customer_columns(getattr(config, which))
-    wanted = history.customer_columns(config.customer_history)
+    wanted = history_config.customer_columns(config.customer_history)
     if set(fills) & set(wanted):
         return None
     field = ("customer_history.customer_column" if config.customer_history.customer_column
              else "customer_history")
     reason = (f"{source.title} never fills {' or '.join(wanted)} (it fills {', '.join(fills)})"
               if fills else f"{source.title} as configured fills no customer column "
-              f"({', '.join(history.CUSTOMER_COLUMNS)})")
+              f"({', '.join(history_config.CUSTOMER_COLUMNS)})")
     return f"{field}: {reason}, so every customer_* column is null"
 
 

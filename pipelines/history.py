@@ -16,7 +16,7 @@ arrival). Instances started at or before `trace_start_us` count as earlier arriv
 their lifetimes are unknown and enter no statistic; nor does a lifetime of zero.
 """
 
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -24,31 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import progress, schemas
+from pipelines.history_config import history_keys
 from pipelines.io import sharding, spill
-from predictors.lifetime.history import (
-    HISTORY_KEYS,
-    HISTORY_STATISTICS,
-    history_column,
-    history_statistics,
-)
-
-CUSTOMER, LOGICAL_NAME = HISTORY_KEYS
-# The customer's column when the config names none: the first of these a row has.
-CUSTOMER_COLUMNS = ("user", "subscription_id")
-LOGICAL_NAME_COLUMN = "collection_logical_name"
-
-
-def customer_columns(config) -> Tuple[str, ...]:
-    """The instance columns that name the customer, coalesced in order."""
-    return (config.customer_column,) if config.customer_column else CUSTOMER_COLUMNS
-
-
-def history_keys(config) -> List[Tuple[str, Tuple[str, ...]]]:
-    """(key, the instance columns it is read from, coalesced) for each configured key."""
-    keys = [(CUSTOMER, customer_columns(config))]
-    if config.logical_name:
-        keys.append((LOGICAL_NAME, (LOGICAL_NAME_COLUMN,)))
-    return keys
+from predictors.lifetime.history import HISTORY_STATISTICS, history_column, history_statistics
 
 
 def key_values(instances: pa.Table, columns: Tuple[str, ...]) -> pa.Array:
@@ -127,14 +105,3 @@ class AddHistory(beam.PTransform):
                 | f"{label}History" >> beam.FlatMap(add_key_history, key, columns,
                                                     self._config))
         return instances
-
-
-def validate_config(check, config, field: str = "customer_history"):
-    """Checks a CustomerHistoryConfig (configs/checks.py Checker)."""
-    check.require(not config.customer_column or config.customer_column in CUSTOMER_COLUMNS,
-                  f"{field}.customer_column", f"must be one of {', '.join(CUSTOMER_COLUMNS)} "
-                  f"(or unset: the first a row has), got {config.customer_column!r}")
-    check.duration(config, "lookback_s", field, allow_zero=True)
-    check.duration(config, "long_lived_threshold_s", field)
-    check.positive(config, "num_shards", field)
-    check.trace_time(config, "trace_start_us", field)

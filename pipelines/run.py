@@ -142,7 +142,7 @@ def loaded_columns(config, name: str):
         return None
     if not config.HasField("overcommit"):
         return None
-    from pipelines.stages.overcommit import OvercommitStage
+    from pipelines.stages.overcommit.stage import OvercommitStage
     return OvercommitStage.usage_columns(config.overcommit)
 
 

@@ -5,7 +5,7 @@ length stop where a config's `synthetic` source stops (pipelines/sources/synthet
 import os
 
 from configs.checks import UPPER_BOUNDS, Limit, max_worker_processes, number
-from pipelines.sources.synthetic import BYTES_PER_MACHINE_DAY, MAX_DAYS, MAX_MACHINES
+from pipelines.sources.validation import BYTES_PER_MACHINE_DAY, MAX_DAYS, MAX_MACHINES
 from synthetic.trace import (
     DEFAULT_ARRIVAL_RATE_PER_MACHINE_HOUR,
     check_positive,

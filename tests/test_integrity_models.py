@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import pipelines.stages.placement as placement_stage
+import pipelines.stages.placement.stage as placement_stage
 from pipelines import schemas
 from pipelines.io import publish
-from pipelines.stages.lifetime import load_model
+from pipelines.stages.lifetime.models import load_model
 from tests.helpers import (
     JOB_LIFETIME_MACHINES,
     JOB_LIFETIME_STAGE_TEXT,

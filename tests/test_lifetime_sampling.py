@@ -9,7 +9,7 @@ import pytest
 from pipelines import config as run_config
 from pipelines import schemas
 from pipelines.io import sharding, spill
-from pipelines.stages import lifetime
+from pipelines.stages.lifetime import stage as lifetime_stage
 from pipelines.stages.lifetime.sampling import SampleCut, sample_keys, sampled
 from pipelines.stages.placement.pools import MODEL_COLUMNS, pool_inputs, prepare_pool
 from tests.helpers import run_text_config
@@ -123,7 +123,7 @@ def test_max_training_instances_is_checked(value, problem):
 def test_instance_shards_travel_as_spill_files(tmp_path):
     table = pa.Table.from_pandas(hand_made_instances(), preserve_index=False)
     to = spill.SpillTo(str(tmp_path), 0)
-    spilled = list(lifetime.shard_by_instance(table, 3, to))
+    spilled = list(lifetime_stage.shard_by_instance(table, 3, to))
     assert all(isinstance(rows, spill.Spilled) for _, rows in spilled)
     expected = dict(sharding.split_by_key(table, "instance_id", 3))
     assert {shard: spill.load(rows) for shard, rows in spilled} == expected

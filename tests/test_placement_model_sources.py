@@ -10,7 +10,7 @@ import pytest
 
 from pipelines import config as run_config
 from pipelines import schemas
-from pipelines.stages.lifetime import load_model
+from pipelines.stages.lifetime.models import load_model
 from pipelines.stages.placement import replays
 from pipelines.stages.placement.pools import PoolInput
 from policies.best_fit import BestFit

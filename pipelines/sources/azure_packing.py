@@ -218,8 +218,3 @@ class ReadAzurePacking2020(beam.PTransform):
             "dead_letters": read[DEAD_LETTERS],
             "counts": read[COUNTS],
         }
-
-
-def validate_config(check, source, field: str = "azure_packing_2020"):
-    """Checks an AzurePacking2020Source message (configs/checks.py Checker)."""
-    check.path_exists(source.sqlite_path, f"{field}.sqlite_path")

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from configs import fleetcast_pb2
-from configs.checks import Limit
 from configs.units import US_PER_S
 from pipelines import schemas
 from pipelines.io import sharding
@@ -305,21 +304,3 @@ class ReadAzureV1(beam.PTransform):
             "counts": ((vms_counts, readings_counts, by_vm[COUNTS])
                        | "FlattenCounts" >> beam.Flatten()),
         }
-
-
-# A VM's default size: the trace's largest buckets are ">24" cores and ">64" GB; past these
-# bounds the value is a unit mistake (MB for GB) or a typo.
-MAX_VM_CORES = Limit(1_024, "cores", "no VM has more")
-MAX_VM_MEMORY_GB = Limit(16_384, "GB", "no VM has more")
-
-
-def validate_config(check, source, field: str = "azure_v1"):
-    """Checks an AzureV1Source message (configs/checks.py Checker)."""
-    check.require(source.vmtable or source.vm_cpu_readings, field,
-                  "names neither vmtable nor vm_cpu_readings")
-    for name in ("vmtable", "vm_cpu_readings"):
-        if getattr(source, name):
-            check.path_exists(getattr(source, name), f"{field}.{name}")
-    check.positive(source, "num_shards", field)
-    check.positive(source, "default_core_count", field, maximum=MAX_VM_CORES)
-    check.positive(source, "default_memory_gb", field, maximum=MAX_VM_MEMORY_GB)

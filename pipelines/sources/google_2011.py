@@ -351,35 +351,3 @@ class ReadGoogle2011(beam.PTransform):
             "exclusions": built[EXCLUSIONS],
             "parts": pbegin | "Parts" >> beam.Create(parts.described(SOURCE, self._parts)),
         }
-
-
-def has_machines(source) -> bool:
-    """Whether the configured trace gives hosts: machine_events is read."""
-    return bool(source.machine_events)
-
-
-def has_usage(source) -> bool:
-    """Whether the configured trace gives a usage table: task_usage, unit TASKS."""
-    return bool(source.task_usage) and source.unit == Unit.TASKS
-
-
-def validate_config(check, source, field: str = "google_2011"):
-    """Checks a Google2011Source message (configs/checks.py Checker)."""
-    check.require(source.unit != Unit.UNIT_UNSPECIFIED, f"{field}.unit",
-                  "is UNIT_UNSPECIFIED: TASKS or JOBS")
-    needed = {Unit.TASKS: "task_events", Unit.JOBS: "job_events"}.get(source.unit)
-    if needed:
-        check.require(bool(getattr(source, needed)), f"{field}.{needed}",
-                      f"is required with unit {Unit.Name(source.unit)}")
-    if source.unit == Unit.JOBS:
-        for name in ("task_events", "task_usage"):
-            check.require(not getattr(source, name), f"{field}.{name}",
-                          "is unused with unit JOBS (jobs come from job_events alone): "
-                          "remove it, or use unit TASKS")
-    for name in ("job_events", "task_events", "machine_events", "task_usage"):
-        if getattr(source, name):
-            check.path_exists(getattr(source, name), f"{field}.{name}")
-            parts.validate(check, getattr(source, name), f"{field}.{name}",
-                           source.allow_missing_parts)
-    check.require(bool(source.pool.strip()), f"{field}.pool", "is empty: give a pool name")
-    check.positive(source, "num_shards", field)

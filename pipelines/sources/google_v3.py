@@ -377,34 +377,3 @@ class ReadGoogleV3(beam.PTransform):
                 "dead_letters": dead_letters, "counts": all_counts,
                 "exclusions": built[EXCLUSIONS],
                 "parts": pbegin | "Parts" >> beam.Create(parts.described(SOURCE, self._parts))}
-
-
-# What each TableInput choice must hold, for the message of an empty one.
-_TABLE_INPUT_CONTENTS = {"path": "a file pattern (local or gs://)",
-                         "bigquery_table": "'dataset.table' or 'project:dataset.table'",
-                         "bigquery_query": "a SQL query"}
-
-
-def _validate_table_input(check, message, field: str, required: bool,
-                          allow_missing_parts: bool = False):
-    which = message.WhichOneof("input")
-    if which is None:
-        if required:
-            check.fail(field, "is required (path, bigquery_table or bigquery_query)")
-    elif not getattr(message, which).strip():
-        check.fail(f"{field}.{which}", f"is empty: give {_TABLE_INPUT_CONTENTS[which]}")
-    elif which == "path":
-        check.path_exists(message.path, f"{field}.path")
-        parts.validate(check, message.path, f"{field}.path", allow_missing_parts)
-    elif which == "bigquery_table":
-        check.bigquery_table(message.bigquery_table, f"{field}.bigquery_table")
-
-
-def validate_config(check, source, field: str = "google_v3"):
-    """Checks a GoogleV3Source message (configs/checks.py Checker)."""
-    check.positive(source, "num_shards", field)
-    _validate_table_input(check, source.instance_events, f"{field}.instance_events", True,
-                          source.allow_missing_parts)
-    for name in ("instance_usage", "machine_events", "collection_events"):
-        _validate_table_input(check, getattr(source, name), f"{field}.{name}", False,
-                              source.allow_missing_parts)

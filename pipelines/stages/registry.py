@@ -5,11 +5,12 @@ earlier stages' outputs, by name) to a dict of new tables; a "dead_letters" entr
 run's one dead-letter table, an "exclusions" entry of ((stage, table, reason), rows) pairs
 the count of what it leaves out by design (pipelines/io/dead_letters.py `left_out`). Stages
 run in registration order when their RunConfig field is set. A new stage is a package under
-pipelines/stages/ (its transform and `validate_config`), its message in RunConfig
-(configs/fleetcast.proto), its tables' schemas (pipelines/schemas.py), optionally a report
-module (pipelines/report/) with `findings(tables, config)` and `section(tables, config,
-figures)`, and one `STAGES.register` call below. Each stage's modules are imported only
-when a config uses it (the lifetime stage loads LightGBM).
+pipelines/stages/ (its transform in stage.py, its `validate_config` in validation.py), its
+message in RunConfig (configs/fleetcast.proto), its tables' schemas (pipelines/schemas.py),
+optionally a report module (pipelines/report/) with `findings(tables, config)` and
+`section(tables, config, figures)`, and one `STAGES.register` call below. A stage's
+transform is imported only when a pipeline is built (it loads Beam, and the lifetime stage
+LightGBM); its checks and warnings import neither, so validating a config loads no Beam.
 """
 
 import dataclasses
@@ -18,6 +19,11 @@ from typing import Callable, Optional, Tuple
 
 from configs.registry import Registry
 from pipelines import schemas
+from pipelines.stages.lifetime import validation as lifetime_validation
+from pipelines.stages.overcommit import validation as overcommit_validation
+from pipelines.stages.placement import known_bad
+from pipelines.stages.placement import validation as placement_validation
+from pipelines.stages.shaping import validation as shaping_validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +54,8 @@ class Stage:
 
 
 def _stage(name: str):
-    """The package pipelines.stages.`name`, imported on first use."""
-    return importlib.import_module(f"pipelines.stages.{name}")
+    """The module of the transform of stage `name`, imported on first use."""
+    return importlib.import_module(f"pipelines.stages.{name}.stage")
 
 
 def _has_hosts(source) -> bool:
@@ -70,7 +76,7 @@ STAGES = Registry("stage")
 STAGES.register("overcommit", Stage(
     label="Overcommit",
     build=lambda config, work_dir: _stage("overcommit").OvercommitStage(config.overcommit),
-    validate=lambda check, config, source: _stage("overcommit").validate_config(
+    validate=lambda check, config, source: overcommit_validation.validate_config(
         check, config.overcommit, source, _has_usage(config)),
     tables=tuple(schemas.OVERCOMMIT_TABLES),
     summary=lambda message: f"overcommit: {len(message.fortune_teller)} fortune tellers",
@@ -79,7 +85,7 @@ STAGES.register("lifetime_model", Stage(
     label="Lifetime",
     build=lambda config, work_dir: _stage("lifetime").LifetimeStage(config.lifetime_model,
                                                                     work_dir),
-    validate=lambda check, config, source: _stage("lifetime").validate_config(
+    validate=lambda check, config, source: lifetime_validation.validate_config(
         check, config.lifetime_model, trace_span_us=_trace_span_us(config)),
     tables=tuple(schemas.LIFETIME_TABLES), summary=lambda message: "lifetime model",
     report="pipelines.report.lifetime"))
@@ -87,7 +93,7 @@ STAGES.register("placement", Stage(
     label="Placement",
     build=lambda config, work_dir: _stage("placement").PlacementStage(
         config.placement, config.overcommit if config.HasField("overcommit") else None),
-    validate=lambda check, config, source: _stage("placement").validate_config(
+    validate=lambda check, config, source: placement_validation.validate_config(
         check, config.placement,
         config.lifetime_model if config.HasField("lifetime_model") else None,
         has_hosts=_has_hosts(source),
@@ -98,17 +104,16 @@ STAGES.register("placement", Stage(
                              "policies" + (f", {len(message.admission)} admissions"
                                            if message.admission else "")),
     report="pipelines.report.placement",
-    warn=lambda message: importlib.import_module(
-        "pipelines.stages.placement.known_bad").warnings(message)))
+    warn=known_bad.warnings))
 STAGES.register("shaping", Stage(
     label="Shaping",
     build=lambda config, work_dir: _stage("shaping").ShapingStage(config.shaping),
-    validate=lambda check, config, source: _stage("shaping").validate_config(
+    validate=lambda check, config, source: shaping_validation.validate_config(
         check, config.shaping, has_hosts=_has_hosts(source)),
     tables=tuple(schemas.SHAPING_TABLES),
     summary=lambda message: f"shaping: {len(message.policy)} policies",
     report="pipelines.report.shaping",
-    warn=lambda message: _stage("shaping").validation.warnings(message)))
+    warn=shaping_validation.warnings))
 
 
 def configured(config):

@@ -16,18 +16,15 @@ examples).
 """
 
 import json
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from predictors.lifetime.history import HISTORY_KEYS, HISTORY_STATISTICS, history_column
+from predictors.lifetime.feature_names import CATEGORICAL, FEATURES
 
 Instances = Union[pd.DataFrame, pa.Table]
-
-CATEGORICAL = "categorical"
-NUMERIC = "numeric"
 
 # Code 0 of every categorical feature: rare in training, or unseen.
 OTHER_CATEGORY = "<other>"
@@ -41,32 +38,6 @@ REASON_NO_FEATURES = "no lifetime feature has a value (every feature column is n
 # Features that every instance has, since they come from its start time alone.
 _START_TIME_FEATURES = ("start_hour_of_day", "start_day_of_week")
 
-# The history features, named as their instance columns (predictors/lifetime/history.py).
-HISTORY_FEATURES = tuple(history_column(key, statistic) for key in HISTORY_KEYS
-                         for statistic in HISTORY_STATISTICS)
-# Every feature the encoder knows, in matrix column order: (name, kind, source columns).
-FEATURES: Tuple[Tuple[str, str, Tuple[str, ...]], ...] = (
-    ("pool", CATEGORICAL, ("pool",)),
-    ("priority", CATEGORICAL, ("priority",)),
-    ("scheduling_class", CATEGORICAL, ("scheduling_class",)),
-    ("collection_type", CATEGORICAL, ("collection_type",)),
-    ("user", CATEGORICAL, ("user",)),
-    ("collection_logical_name", CATEGORICAL, ("collection_logical_name",)),
-    ("vertical_scaling", CATEGORICAL, ("vertical_scaling",)),
-    ("scheduler", CATEGORICAL, ("scheduler",)),
-    ("subscription_id", CATEGORICAL, ("subscription_id",)),
-    ("vm_category", CATEGORICAL, ("vm_category",)),
-    ("request_shape", CATEGORICAL, ("cpu_request", "memory_request")),
-    ("cpu_request", NUMERIC, ("cpu_request",)),
-    ("memory_request", NUMERIC, ("memory_request",)),
-    ("memory_per_cpu", NUMERIC, ("cpu_request", "memory_request")),
-    ("start_hour_of_day", NUMERIC, ("start_time",)),
-    ("start_day_of_week", NUMERIC, ("start_time",)),
-    ("deployment_size", NUMERIC, ("deployment_size",)),
-    # The customer's and the logical name's history at arrival, each its own column
-    # (pipelines/history.py; [Barbalho23] §3.2.2, App. B.1).
-    *((name, NUMERIC, (name,)) for name in HISTORY_FEATURES),
-)
 # Every instance column some feature is computed from: all of a row that a model reads.
 SOURCE_COLUMNS = frozenset(column for _, _, sources in FEATURES for column in sources)
 _KIND = {name: kind for name, kind, _ in FEATURES}

@@ -8,33 +8,35 @@ class of saved files by the "kind" in their metadata (`model_classes`).
 
 A builder is `build(config) -> LifetimeModel` (unfitted); a fitter is
 `fit(model, data, config) -> FittedModel`, with `data` the stage's `TrainingData`. A check is
-`(checker, config, field)` (configs/checks.py); a check several entries share runs once.
+`(checker, config, field)` (configs/checks.py); a check several entries share runs once. The
+models are named by class path and imported when first built or loaded, and the fitters
+import the examples' helpers when they run, so that validating a config imports neither
+LightGBM nor pandas.
 """
 
 import dataclasses
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, NamedTuple, Optional, Tuple
 
-import pandas as pd
-
+from configs import fleetcast_pb2
 from configs.checks import Limit
-from configs.registry import Registry
+from configs.registry import Registry, load_class
 
 # LAVA's class edges, for the LAVA class classifiers (policies/ is plain Python).
 from policies.lava import LAVA_CLASS_BOUNDS_S
 from predictors.lifetime.base import LifetimeModel
-from predictors.lifetime.examples import (
-    LIFETIME_FRACTIONS,
-    LifetimeExamples,
-    TimeSplit,
-    label_known,
-    long_lived_labels,
-    observed_lifetimes,
-)
-from predictors.lifetime.features import CATEGORICAL, FEATURES
-from predictors.lifetime.kaplan_meier import DEFAULT_STRATUM_FEATURES, KaplanMeierLifetimeModel
-from predictors.lifetime.la_classifier import LaClassifier
-from predictors.lifetime.uptime_classifier import UptimeLongLivedClassifier
-from predictors.lifetime.uptime_model import UptimeLifetimeModel
+from predictors.lifetime.feature_names import CATEGORICAL, FEATURES
+
+if TYPE_CHECKING:  # the annotations' types: pandas loads only to train
+    import pandas as pd
+
+    from predictors.lifetime.examples import LifetimeExamples, TimeSplit
+
+# The examples name their augmentation schemes as this enum does (LIFETIME_FRACTIONS, ...).
+Augmentation = fleetcast_pb2.LifetimeModelConfig.Augmentation
+UPTIME_MODEL = "predictors.lifetime.uptime_model:UptimeLifetimeModel"
+KAPLAN_MEIER = "predictors.lifetime.kaplan_meier:KaplanMeierLifetimeModel"
+LA_CLASSIFIER = "predictors.lifetime.la_classifier:LaClassifier"
+UPTIME_CLASSIFIER = "predictors.lifetime.uptime_classifier:UptimeLongLivedClassifier"
 
 # What a model predicts, which decides how the stage evaluates it.
 REMAINING_LIFETIME = "remaining_lifetime"  # predict_remaining(features, uptime_s), seconds
@@ -55,10 +57,10 @@ class TrainingData(NamedTuple):
         that compares schemes); None = only `examples` exist.
     """
 
-    split: TimeSplit
-    labeled: pd.DataFrame
-    examples: LifetimeExamples
-    examples_for: Optional[Callable[[str], LifetimeExamples]] = None
+    split: "TimeSplit"
+    labeled: "pd.DataFrame"
+    examples: "LifetimeExamples"
+    examples_for: Optional[Callable[[str], "LifetimeExamples"]] = None
 
 
 class FittedModel(NamedTuple):
@@ -73,7 +75,7 @@ class FittedModel(NamedTuple):
 class LifetimeModelEntry:
     """One lifetime model of the stage (see the module docstring)."""
 
-    cls: type  # the LifetimeModel subclass; its KIND names its saved files
+    class_path: str  # of the LifetimeModel subclass, whose KIND names its saved files
     predicts: str  # REMAINING_LIFETIME, LONG_LIVED or LONG_LIVED_BY_AGE
     enabled: Callable  # (config) -> bool: the config asks for it
     build: Callable  # (config) -> unfitted model
@@ -143,8 +145,8 @@ def _register_uptime(name: str, use_uptime: bool, enabled: Callable, rows_fit_on
         return FittedModel(model.fit(examples), len(data.labeled), rows_fit_on(examples))
 
     LIFETIME_MODELS.register(name, LifetimeModelEntry(
-        cls=UptimeLifetimeModel, predicts=REMAINING_LIFETIME, enabled=enabled,
-        build=lambda config: UptimeLifetimeModel(
+        class_path=UPTIME_MODEL, predicts=REMAINING_LIFETIME, enabled=enabled,
+        build=lambda config: load_class(UPTIME_MODEL)(
             uptime_max_bin=config.uptime_max_bin, use_uptime=use_uptime,
             **lightgbm_kwargs(config)),
         fit=fit, checks=(check_lightgbm, _check_uptime)))
@@ -157,7 +159,8 @@ _register_uptime("no_uptime", False, enabled=lambda config: config.train_no_upti
 # The paper's augmentation next to the default one, which it is compared with: with uptimes at
 # fractions of the lifetime the model cannot call a young VM long.
 _register_uptime(
-    "uptime_lifetime_fractions", True, rows_fit_on=len, augmentation=LIFETIME_FRACTIONS,
+    "uptime_lifetime_fractions", True, rows_fit_on=len,
+    augmentation=Augmentation.Name(Augmentation.LIFETIME_FRACTIONS),
     enabled=lambda config: (config.train_lifetime_fractions_model and config.augmentation
                             != config.LIFETIME_FRACTIONS))
 
@@ -177,13 +180,18 @@ def _fit_kaplan_meier(model, data: TrainingData, config) -> FittedModel:
     return FittedModel(model.fit(train, data.split.split_time_us), len(train), len(train))
 
 
-LIFETIME_MODELS.register("kaplan_meier", LifetimeModelEntry(
-    cls=KaplanMeierLifetimeModel, predicts=REMAINING_LIFETIME,
-    enabled=lambda config: config.train_kaplan_meier,
-    build=lambda config: KaplanMeierLifetimeModel(
-        stratum_features=list(config.kaplan_meier_stratum_feature) or DEFAULT_STRATUM_FEATURES,
+def _build_kaplan_meier(config):
+    from predictors.lifetime import kaplan_meier  # its default strata too
+    return kaplan_meier.KaplanMeierLifetimeModel(
+        stratum_features=(list(config.kaplan_meier_stratum_feature)
+                          or kaplan_meier.DEFAULT_STRATUM_FEATURES),
         min_stratum_count=config.min_category_count, cap_s=float(config.lifetime_cap_s),
-        min_remaining_s=config.min_remaining_s, time_origin_s=config.time_origin_s),
+        min_remaining_s=config.min_remaining_s, time_origin_s=config.time_origin_s)
+
+
+LIFETIME_MODELS.register("kaplan_meier", LifetimeModelEntry(
+    class_path=KAPLAN_MEIER, predicts=REMAINING_LIFETIME,
+    enabled=lambda config: config.train_kaplan_meier, build=_build_kaplan_meier,
     fit=_fit_kaplan_meier, checks=(_check_kaplan_meier,)))
 
 
@@ -196,6 +204,7 @@ def _check_la_classifier(check, config, field: str):
 def _fit_la_classifier(model, data: TrainingData, config) -> FittedModel:
     """The training instances that started at least the threshold before the split (their
     class is known there; `label_known`)."""
+    from predictors.lifetime.examples import label_known, long_lived_labels, observed_lifetimes
     split_time_us, threshold_s = data.split.split_time_us, float(model.threshold_s)
     train = data.split.train[label_known(data.split.train, split_time_us, threshold_s)]
     _, known = long_lived_labels(*observed_lifetimes(train, split_time_us), threshold_s)
@@ -203,8 +212,9 @@ def _fit_la_classifier(model, data: TrainingData, config) -> FittedModel:
 
 
 LIFETIME_MODELS.register("la_classifier", LifetimeModelEntry(
-    cls=LaClassifier, predicts=LONG_LIVED, enabled=lambda config: config.train_la_classifier,
-    build=lambda config: LaClassifier(
+    class_path=LA_CLASSIFIER, predicts=LONG_LIVED,
+    enabled=lambda config: config.train_la_classifier,
+    build=lambda config: load_class(LA_CLASSIFIER)(
         threshold_s=float(config.la_threshold_s),
         target_recall=config.la_target_recall or None,
         decision_probability=config.la_decision_probability, **lightgbm_kwargs(config)),
@@ -231,6 +241,7 @@ def _fit_lava_class_classifier(model, data: TrainingData, config) -> Optional[Fi
     """As the LA classifier; None (no model) when no training instance started the edge
     before the split: none can be known to outlive it, so the class above is never
     predicted (the Azure sample's 2.1 training days and the 100 h edge)."""
+    from predictors.lifetime.examples import label_known
     train = data.split.train
     if not label_known(train, data.split.split_time_us, float(model.threshold_s)).any():
         return None
@@ -239,9 +250,9 @@ def _fit_lava_class_classifier(model, data: TrainingData, config) -> Optional[Fi
 
 for _edge_s, _name in zip(LAVA_CLASS_BOUNDS_S[:-1], LAVA_CLASS_MODEL_NAMES):
     LIFETIME_MODELS.register(_name, LifetimeModelEntry(
-        cls=LaClassifier, predicts=LONG_LIVED,
+        class_path=LA_CLASSIFIER, predicts=LONG_LIVED,
         enabled=lambda config: config.train_lava_class_classifiers,
-        build=lambda config, edge_s=float(_edge_s): LaClassifier(
+        build=lambda config, edge_s=float(_edge_s): load_class(LA_CLASSIFIER)(
             threshold_s=edge_s, target_recall=config.lava_class_target_recall,
             **lightgbm_kwargs(config)),
         fit=_fit_lava_class_classifier,
@@ -251,6 +262,7 @@ for _edge_s, _name in zip(LAVA_CLASS_BOUNDS_S[:-1], LAVA_CLASS_MODEL_NAMES):
 def _fit_uptime_classifier(model, data: TrainingData, config) -> FittedModel:
     """The training instances that started at least the threshold before the split (their
     class is known there at every age; `label_known`), as for the LA classifier."""
+    from predictors.lifetime.examples import label_known
     split_time_us = data.split.split_time_us
     train = data.split.train[label_known(data.split.train, split_time_us,
                                          float(model.threshold_s))]
@@ -259,9 +271,9 @@ def _fit_uptime_classifier(model, data: TrainingData, config) -> FittedModel:
 
 
 LIFETIME_MODELS.register("uptime_long_lived", LifetimeModelEntry(
-    cls=UptimeLongLivedClassifier, predicts=LONG_LIVED_BY_AGE,
+    class_path=UPTIME_CLASSIFIER, predicts=LONG_LIVED_BY_AGE,
     enabled=lambda config: config.train_uptime_long_lived_classifier,
-    build=lambda config: UptimeLongLivedClassifier(
+    build=lambda config: load_class(UPTIME_CLASSIFIER)(
         threshold_s=float(config.long_lived_threshold_s),
         uptime_ages_s=list(config.uptime_age_s) or None,
         uptime_max_bin=config.uptime_max_bin, **lightgbm_kwargs(config)),
@@ -270,8 +282,8 @@ LIFETIME_MODELS.register("uptime_long_lived", LifetimeModelEntry(
 
 def model_classes() -> Dict[str, type]:
     """{kind in metadata.json: class} of the registered models."""
-    return {LIFETIME_MODELS[name].cls.KIND: LIFETIME_MODELS[name].cls
-            for name in LIFETIME_MODELS}
+    classes = [load_class(LIFETIME_MODELS[name].class_path) for name in LIFETIME_MODELS]
+    return {cls.KIND: cls for cls in classes}
 
 
 def validate_models(check, config, field: str):

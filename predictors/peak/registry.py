@@ -12,6 +12,8 @@ output is checked (`CheckedPredictor`).
 
 A builder is `build(message, context)`; `context.step_s` is the simulation step (seconds) and
 `context.predictor(config)` builds an inner PeakPredictorConfig (shared with equal configs).
+The built-ins are named by class path, as a plug-in is, and imported when first built, so
+that validating a config imports none of them (rc_like and gaussian_process load scipy).
 """
 
 import dataclasses
@@ -19,20 +21,17 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from configs.registry import PluginFailed, Registry, build_plugin, check_plugin, raised_text
+from configs.registry import (
+    PluginFailed,
+    Registry,
+    build_plugin,
+    check_plugin,
+    load_class,
+    raised_text,
+)
 from predictors.peak.arima import DEFAULT_LAGS
-from predictors.peak.arima_forecaster import ArimaForecaster
-from predictors.peak.avg_decorator import AvgDecorator
-from predictors.peak.borg_default import BorgDefaultPredictor
-from predictors.peak.gp_forecaster import GaussianProcessForecaster
 from predictors.peak.machine_samples import MachineSamples
-from predictors.peak.max_decorator import MaxDecorator
-from predictors.peak.n_sigma import NSigmaPredictor
 from predictors.peak.peak_predictor import PeakPredictor
-from predictors.peak.per_machine_percentile import PerMachinePercentilePredictor
-from predictors.peak.rc_like import RcLikePredictor
-from predictors.peak.task_avg import AvgPredictor
-from predictors.peak.task_max import MaxPredictor
 
 # The interface a plug-in predictor must have.
 PREDICTOR_METHODS = ("predict",)
@@ -65,8 +64,9 @@ def check_common(check, message, field: str):
         check.fraction(message, "percentile", field, 100)
 
 
-def register_simple(name: str, cls, extra_checks: Callable = None):
-    """Registers `cls` built from its message's fields (`message_kwargs`)."""
+def register_simple(name: str, class_path: str, extra_checks: Callable = None):
+    """Registers the class at `class_path` built from its message's fields
+    (`message_kwargs`)."""
 
     def validate(check, message, field):
         check_common(check, message, field)
@@ -74,7 +74,8 @@ def register_simple(name: str, cls, extra_checks: Callable = None):
             extra_checks(check, message, field)
 
     PEAK_PREDICTORS.register(name, PredictorEntry(
-        build=lambda message, context: cls(**message_kwargs(message)), validate=validate))
+        build=lambda message, context: load_class(class_path)(**message_kwargs(message)),
+        validate=validate))
 
 
 def _check_phi(check, message, field):
@@ -88,28 +89,30 @@ def _check_n_sigma(check, message, field):
                   f"{message.num_history_samples}")
 
 
-register_simple("borg_default", BorgDefaultPredictor, _check_phi)
-register_simple("rc_like", RcLikePredictor)
-register_simple("per_machine_percentile", PerMachinePercentilePredictor)
-register_simple("n_sigma", NSigmaPredictor, _check_n_sigma)
-register_simple("task_max", MaxPredictor)
-register_simple("task_avg", AvgPredictor)
+register_simple("borg_default", "predictors.peak.borg_default:BorgDefaultPredictor",
+                _check_phi)
+register_simple("rc_like", "predictors.peak.rc_like:RcLikePredictor")
+register_simple("per_machine_percentile",
+                "predictors.peak.per_machine_percentile:PerMachinePercentilePredictor")
+register_simple("n_sigma", "predictors.peak.n_sigma:NSigmaPredictor", _check_n_sigma)
+register_simple("task_max", "predictors.peak.task_max:MaxPredictor")
+register_simple("task_avg", "predictors.peak.task_avg:AvgPredictor")
 
 
-def _register_combine(name: str, decorator):
+def _register_combine(name: str, class_path: str):
     def validate(check, message, field):
         check.require(len(message.predictors) > 0, f"{field}.predictors", "is empty")
         for i, inner in enumerate(message.predictors):
             validate_predictor(check, inner, f"{field}.predictors[{i}]")
 
     PEAK_PREDICTORS.register(name, PredictorEntry(
-        build=lambda message, context: decorator(
+        build=lambda message, context: load_class(class_path)(
             [context.predictor(inner) for inner in message.predictors]),
         validate=validate))
 
 
-_register_combine("max_of", MaxDecorator)
-_register_combine("avg_of", AvgDecorator)
+_register_combine("max_of", "predictors.peak.max_decorator:MaxDecorator")
+_register_combine("avg_of", "predictors.peak.avg_decorator:AvgDecorator")
 
 
 def forecaster_kwargs(message) -> dict:
@@ -131,7 +134,7 @@ def _check_forecaster(check, message, field):
 def _build_arima(message, context):
     kwargs = forecaster_kwargs(message)
     kwargs["lags"] = [o.p for o in kwargs.pop("order")] or DEFAULT_LAGS
-    return ArimaForecaster(**kwargs)
+    return load_class("predictors.peak.arima_forecaster:ArimaForecaster")(**kwargs)
 
 
 def check_arima_orders(check, orders, field: str):
@@ -160,7 +163,8 @@ def _check_gaussian_process(check, message, field):
 
 PEAK_PREDICTORS.register("arima", PredictorEntry(build=_build_arima, validate=_check_arima))
 PEAK_PREDICTORS.register("gaussian_process", PredictorEntry(
-    build=lambda message, context: GaussianProcessForecaster(
+    build=lambda message, context: load_class(
+        "predictors.peak.gp_forecaster:GaussianProcessForecaster")(
         step_s=context.step_s, **forecaster_kwargs(message)),
     validate=_check_gaussian_process))
 

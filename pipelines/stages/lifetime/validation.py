@@ -5,7 +5,7 @@ import re
 from typing import Optional
 
 from configs.checks import MAX_DURATION, Limit
-from predictors.lifetime.features import FEATURES
+from predictors.lifetime.feature_names import FEATURES
 from predictors.lifetime.registry import (
     validate_models,
 )

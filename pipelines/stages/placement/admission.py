@@ -1,12 +1,19 @@
-"""The placement stage's admission by predicted peak: the configured admissions, their
-checks and the `Admission` of a replay (policies/replay/admission.py); the pools' usage
-samples are usage.py's."""
+"""The placement stage's admission by predicted peak: the configured admissions and the
+`Admission` of a replay (policies/replay/admission.py); their checks are validation.py's,
+the pools' usage samples usage.py's."""
 
 from typing import Optional
 
 import numpy as np
 
 from pipelines.stages.overcommit.tellers import TellerFactory
+from pipelines.stages.placement.specs import (
+    COMBINED_KINDS,
+    REQUESTS,
+    SHARED_KINDS,
+    WINDOW_KINDS,
+    unsupported_admission,
+)
 from policies.replay.admission import (
     Admission,
     CombinedPeaks,
@@ -18,13 +25,6 @@ from policies.replay.admission import (
 from policies.replay.usage import VmUsage
 from predictors.peak.registry import build_predictor
 
-REQUESTS = "requests"
-# The predictors an admission can use: a sum of per-task shares, or a bounded history.
-SHARED_KINDS = ("borg_default", "rc_like", "task_max", "task_avg")
-WINDOW_KINDS = ("n_sigma", "per_machine_percentile")
-COMBINED_KINDS = {"max_of": np.max, "avg_of": np.mean}
-CPU_METRICS = ("avg_cpu", "max_cpu", "cpu_percentile")
-
 
 def admission_names(config) -> list:
     """The configured admissions by name, in config order ("requests" or a teller's name);
@@ -32,55 +32,6 @@ def admission_names(config) -> list:
     names = [REQUESTS if a.WhichOneof("rule") == "requests" else a.fortune_teller
              for a in config.admission]
     return names or [None]
-
-
-def check_admissions(check, config, overcommit, has_usage: bool, field: str) -> None:
-    """The admissions of PlacementConfig `config` against the run's OvercommitConfig
-    `overcommit` (None without the stage); `has_usage`: whether the source gives usage."""
-    if not config.admission:
-        return
-    where = f"{field}.admission"
-    if overcommit is None:
-        check.fail(where, "needs the overcommit stage (its metric, grid and scoring oracle)")
-        return
-    check.require(has_usage, where, "needs usage windows, which this trace source has not")
-    check.require(overcommit.metric.WhichOneof("metric") in CPU_METRICS,
-                  "overcommit.metric", "must be a CPU metric for a placement admission (the "
-                  "admission judges CPU room)")
-    tellers = {t.name: t for t in overcommit.fortune_teller}
-    check.require(any(t.WhichOneof("teller") == "oracle" for t in tellers.values()), where,
-                  "needs an oracle fortune teller in overcommit to score the usage replay")
-    check.require(not config.HasField("lars"), where, "does not run with lars (a "
-                  "migration's reservation is by request)")
-    seen = set()
-    for i, admission in enumerate(config.admission):
-        at = f"{where}[{i}]"
-        rule = admission.WhichOneof("rule")
-        name = REQUESTS if rule == "requests" else admission.fortune_teller
-        check.require(rule is not None and (rule != "requests" or admission.requests), at,
-                      "names no rule: set requests: true or fortune_teller")
-        check.require(name not in seen, at, f"{name!r} is listed twice")
-        seen.add(name)
-        if rule == "fortune_teller":
-            check.require(name != REQUESTS, f"{at}.fortune_teller", f"{REQUESTS!r} names "
-                          "the admission by requests (requests: true); rename the teller")
-            teller = tellers.get(name)
-            if teller is None:
-                check.fail(f"{at}.fortune_teller", f"{name!r} is no overcommit.fortune_teller "
-                           f"(there are {sorted(tellers)})")
-            elif teller.WhichOneof("teller") == "predictor":
-                problem = _unsupported(teller.predictor)
-                check.require(problem is None, f"{at}.fortune_teller", f"{name!r}: {problem}")
-
-
-def _unsupported(predictor) -> Optional[str]:
-    which = predictor.WhichOneof("predictor")
-    if which in COMBINED_KINDS:
-        return next(filter(None, map(_unsupported, getattr(predictor, which).predictors)), None)
-    if which in SHARED_KINDS + WINDOW_KINDS:
-        return None
-    return (f"a {which} predictor cannot admit (its peak depends on all of a machine's "
-            f"history); use {', '.join(SHARED_KINDS + WINDOW_KINDS)} or their max_of / avg_of")
 
 
 # --- The admission of a replay ----------------------------------------------------------------
@@ -113,7 +64,7 @@ def _predictor_peaks(config, usage: VmUsage, factory: TellerFactory, cache: dict
     elif which in WINDOW_KINDS:
         peaks = HistoryPeaks(build_predictor(config, factory), usage)
     else:
-        raise ValueError(f"a {which} predictor cannot admit ({_unsupported(config)})")
+        raise ValueError(f"a {which} predictor cannot admit ({unsupported_admission(config)})")
     cache[key] = peaks
     return peaks
 

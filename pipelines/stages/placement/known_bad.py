@@ -3,7 +3,7 @@ each with the measurement and a link to the explanation."""
 
 from typing import List
 
-from pipelines.stages.placement.replays import LifetimeSpec, policy_names
+from pipelines.stages.placement.specs import LifetimeSpec, policy_names
 
 DOCS = "docs/stages/placement.md#known-bad-combinations"
 # Policies that rank hosts by predicted exit times, fed LA's one-shot classes (two values):

@@ -9,13 +9,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from configs.checks import Limit
 from configs.units import US_PER_S
 from pipelines import progress, schemas
 from pipelines.io import sharding, spill
 from pipelines.io.dead_letters import left_out
 from pipelines.io.failures import RunFailed
 from pipelines.stages.placement.usage import PoolUsage, pool_usage
+from pipelines.stages.placement.validation import MAX_SAMPLES
 from policies.replay.pool import PoolSpec, peak_demand, peak_demand_time
 from policies.replay.simulator import (
     PlacementTrace,
@@ -34,15 +34,8 @@ REASON_TOO_LARGE = "request larger than every host of the pool"
 REASON_NO_HOSTS = "pool has no machine with capacities"
 EXCLUDED = frozenset((REASON_NO_REQUEST, REASON_ZERO_REQUEST, REASON_TOO_LARGE,
                       REASON_NO_HOSTS))
-# 8 x a Google 2019 cell (~12,000 machines): every host is a row of each replay's host
-# table, which the policies scan.
-MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of every replay's "
-                  "host table")
 # Where a pool's hosts come from (placement_summary.hosts_from).
 HOSTS_FROM_MACHINES, HOSTS_FROM_COUNT, HOSTS_FROM_PEAK = "machines", "host_count", "peak_demand"
-# Metric samples per replay: each is a pass over the hosts and a placement_timeseries row
-# (a million is a month sampled every 2.6 s).
-MAX_SAMPLES = 1_000_000
 # The instance columns a pool keeps for its model lifetime sources: those the models' features
 # read (the ids, names and end columns stay behind).
 MODEL_COLUMNS = tuple(name for name in schemas.INSTANCES.names

@@ -10,17 +10,26 @@ from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from configs import fleetcast_pb2
 from configs.registry import PluginFailed
 from pipelines import progress, schemas
 from pipelines.io import spill
 from pipelines.io.failures import RunFailed
 from pipelines.io.publish import staged_path
-from pipelines.stages.placement.admission import REQUESTS, admission_names, make_admission
+from pipelines.stages.placement.admission import admission_names, make_admission
 from pipelines.stages.placement.pools import PoolInput, pool_seed
+from pipelines.stages.placement.specs import (
+    LAVA_CLASSES,
+    REQUESTS,
+    LarsOrder,
+    LifetimeSpec,
+    WarmStart,
+    make_policy,
+    policy_name,
+    policy_names,
+    policy_plugin,
+)
 from policies.lars import Lars, replay_drains
 from policies.policy import CheckedPolicy
-from policies.registry import PLACEMENT_POLICIES, build_policy_plugin
 from policies.replay.lifetime_source import (
     ClassifierLifetimes,
     NoisyOracleLifetimes,
@@ -38,56 +47,11 @@ from policies.replay.simulator import (
 TIMESERIES = "placement_timeseries"
 SUMMARY = "placement_summary"
 HOSTS = "placement_hosts"
-Policy = fleetcast_pb2.PlacementConfig.Policy
-LarsOrder = fleetcast_pb2.PlacementConfig.Lars.Order
-WarmStart = fleetcast_pb2.PlacementConfig.WarmStart
 BEST_FIT = "best_fit"  # the baseline every replay is compared with
 NO_DEFRAG = "none"
 LARS_LIFETIME, LARS_BASELINE = "lars_lifetime", "lars_baseline"
 # Model names in the lifetime stage's `lifetime_models` table (pipelines/stages/lifetime/).
 UPTIME_MODEL_NAME, LA_CLASSIFIER_NAME = "uptime", "la_classifier"
-# The source that gives LAVA its VM classes from the lifetime stage's class classifiers.
-LAVA_CLASSES = "uptime_model_lava_classes"
-
-
-@dataclasses.dataclass(frozen=True)
-class LifetimeSpec:
-    """One configured lifetime source: `kind` is oracle, noisy_oracle, uptime_model,
-    one_shot_model or uptime_model_lava_classes; `accuracy` and `seed` only for the noisy
-    oracle (`seed` None: the placement config's seed); `variant` only for a model source
-    (the lifetime stage's feature variant; None: its only one)."""
-    kind: str
-    accuracy: Optional[float] = None
-    seed: Optional[int] = None
-    variant: Optional[str] = None
-
-    @property
-    def label(self) -> str:
-        if self.kind == "noisy_oracle":
-            seed = "" if self.seed is None else f"_seed{self.seed}"
-            return f"noisy_oracle_{self.accuracy:g}{seed}"
-        return self.kind if self.variant is None else f"{self.kind}@{self.variant}"
-
-    @property
-    def uses_model(self) -> bool:
-        """True for the trained models' sources, which need the instance rows."""
-        return self.kind in ("uptime_model", "one_shot_model", LAVA_CLASSES)
-
-    def noisy_oracle_seed(self, config) -> Optional[int]:
-        """The seed of a noisy oracle's draws under `config` (PlacementConfig); None for
-        other sources."""
-        if self.kind != "noisy_oracle":
-            return None
-        return config.seed if self.seed is None else self.seed
-
-    @classmethod
-    def of(cls, message) -> "LifetimeSpec":
-        which = message.WhichOneof("source")
-        if which == "noisy_oracle_accuracy":
-            seed = (message.noisy_oracle_seed if message.HasField("noisy_oracle_seed")
-                    else None)
-            return cls("noisy_oracle", message.noisy_oracle_accuracy, seed)
-        return cls(which, variant=message.model_variant or None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,16 +75,6 @@ class ReplaySpec:
     warm_start: str = POLICY_FROM_START
     also_for: Tuple[LifetimeSpec, ...] = ()
     admission: Optional[str] = None
-
-
-def policy_name(policy: int) -> str:
-    """The registry name of a PlacementConfig.Policy value (BEST_FIT → "best_fit")."""
-    return Policy.Name(policy).lower()
-
-
-def policy_names(config) -> List[str]:
-    """Every configured policy by name: the built-ins in config order, then the plug-ins."""
-    return [policy_name(p) for p in config.policy] + [p.name for p in config.policy_plugin]
 
 
 def warm_start_name(config) -> str:
@@ -166,19 +120,6 @@ def _replay_specs(config) -> List[ReplaySpec]:
         specs.append(ReplaySpec(BEST_FIT, lifetimes[0], NO_DEFRAG, reported=False,
                                 warm_start=warm_start, also_for=tuple(lifetimes[1:])))
     return specs
-
-
-def policy_plugin(name: str, config):
-    """The PolicyPlugin message named `name` in `config`, or None for a registered policy."""
-    return next((plugin for plugin in config.policy_plugin if plugin.name == name), None)
-
-
-def make_policy(name: str, config):
-    """The placement policy object named `name`: a registered policy or a plug-in."""
-    plugin = policy_plugin(name, config)
-    if plugin is not None:
-        return build_policy_plugin(plugin)
-    return PLACEMENT_POLICIES[name].build(config)
 
 
 def checked_if_plugin(policy, name: str, config, pool: str):
@@ -314,7 +255,7 @@ def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
     classifiers (P(lifetime > 1 h, 10 h, 100 h) at arrival, `predict_classes`). The stage
     trains those of the edges its training period covers (the lowest ones): no VM is put
     above the highest of those."""
-    from pipelines.stages.lifetime import load_model
+    from pipelines.stages.lifetime.models import load_model
     from predictors.lifetime.la_classifier import LaClassifier, predict_classes
     from predictors.lifetime.registry import LAVA_CLASS_MODEL_NAMES
     saved = {row["name"] for table in model_tables for row in table.to_pylist()
@@ -339,7 +280,7 @@ def lava_vm_classes(pool_input: PoolInput, model_tables: Sequence[pa.Table],
 def _model_source(kind: str, path: str, pool_input: PoolInput):
     """The `kind` source (uptime_model, one_shot_model) of the model saved at `path`."""
     # The model classes need LightGBM: imported only when a model source is configured.
-    from pipelines.stages.lifetime import load_model
+    from pipelines.stages.lifetime.models import load_model
     from predictors.lifetime.curves import curves_for_saved_model
     # The Arrow rows as they are: each model converts only the columns it reads.
     rows = pool_input.instance_rows()

@@ -1,10 +1,9 @@
 """Validation of the placement stage's config (PlacementConfig), by field path."""
 
 from configs.checks import MAX_DURATION, Limit
-from pipelines.stages.placement.admission import check_admissions
-from pipelines.stages.placement.pools import MAX_HOSTS, MAX_SAMPLES
-from pipelines.stages.placement.replays import (
+from pipelines.stages.placement.specs import (
     LAVA_CLASSES,
+    REQUESTS,
     LarsOrder,
     LifetimeSpec,
     Policy,
@@ -12,9 +11,19 @@ from pipelines.stages.placement.replays import (
     make_policy,
     policy_name,
     policy_names,
+    unsupported_admission,
 )
 from policies.registry import PLACEMENT_POLICIES, check_policy_plugin
 
+# 8 x a Google 2019 cell (~12,000 machines): every host is a row of each replay's host
+# table, which the policies scan.
+MAX_HOSTS = Limit(100_000, "hosts", "8 x a Google 2019 cell; each is a row of every replay's "
+                  "host table")
+# Metric samples per replay: each is a pass over the hosts and a placement_timeseries row
+# (a million is a month sampled every 2.6 s).
+MAX_SAMPLES = 1_000_000
+# The overcommit metrics an admission can judge CPU room by.
+CPU_METRICS = ("avg_cpu", "max_cpu", "cpu_percentile")
 # The policies' time knobs (their registry entries check that they are positive).
 POLICY_DURATIONS = ("dpbfr_long_lived_threshold_s", "la_binary_threshold_s",
                     "class_first_fit_time_unit_s")
@@ -37,7 +46,7 @@ def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
     without a lifetime stage), `has_hosts` whether the source gives hosts, `overcommit` the
     run's OvercommitConfig (None without that stage) and `has_usage` whether the source
     gives usage windows (for an admission)."""
-    check_admissions(check, config, overcommit, has_usage, field)
+    _check_admissions(check, config, overcommit, has_usage, field)
     names = policy_names(config)
     check.require(len(names) > 0, f"{field}.policy", "names no policy")
     for i, policy in enumerate(config.policy):
@@ -72,6 +81,45 @@ def validate_config(check, config, lifetime_model=None, has_hosts: bool = True,
                       f"{config.start_time_us})")
     if config.HasField("lars"):
         _validate_lars(check, config, f"{field}.lars")
+
+
+def _check_admissions(check, config, overcommit, has_usage: bool, field: str) -> None:
+    """The admissions of PlacementConfig `config` against the run's OvercommitConfig
+    `overcommit` (None without the stage); `has_usage`: whether the source gives usage."""
+    if not config.admission:
+        return
+    where = f"{field}.admission"
+    if overcommit is None:
+        check.fail(where, "needs the overcommit stage (its metric, grid and scoring oracle)")
+        return
+    check.require(has_usage, where, "needs usage windows, which this trace source has not")
+    check.require(overcommit.metric.WhichOneof("metric") in CPU_METRICS,
+                  "overcommit.metric", "must be a CPU metric for a placement admission (the "
+                  "admission judges CPU room)")
+    tellers = {t.name: t for t in overcommit.fortune_teller}
+    check.require(any(t.WhichOneof("teller") == "oracle" for t in tellers.values()), where,
+                  "needs an oracle fortune teller in overcommit to score the usage replay")
+    check.require(not config.HasField("lars"), where, "does not run with lars (a "
+                  "migration's reservation is by request)")
+    seen = set()
+    for i, admission in enumerate(config.admission):
+        at = f"{where}[{i}]"
+        rule = admission.WhichOneof("rule")
+        name = REQUESTS if rule == "requests" else admission.fortune_teller
+        check.require(rule is not None and (rule != "requests" or admission.requests), at,
+                      "names no rule: set requests: true or fortune_teller")
+        check.require(name not in seen, at, f"{name!r} is listed twice")
+        seen.add(name)
+        if rule == "fortune_teller":
+            check.require(name != REQUESTS, f"{at}.fortune_teller", f"{REQUESTS!r} names "
+                          "the admission by requests (requests: true); rename the teller")
+            teller = tellers.get(name)
+            if teller is None:
+                check.fail(f"{at}.fortune_teller", f"{name!r} is no overcommit.fortune_teller "
+                           f"(there are {sorted(tellers)})")
+            elif teller.WhichOneof("teller") == "predictor":
+                problem = unsupported_admission(teller.predictor)
+                check.require(problem is None, f"{at}.fortune_teller", f"{name!r}: {problem}")
 
 
 def _validate_sizes_and_times(check, config, field: str):

@@ -1,17 +1,23 @@
 """The shaping runs: forecasts per (forecaster, shard of series), one simulation per
 (forecaster, k1, k2, policy, seed), their rows, and the summary."""
 
-import dataclasses
 from typing import Iterable, List, Optional
 
 import numpy as np
 import pyarrow as pa
 
-from configs import fleetcast_pb2
 from configs.checks import size
 from pipelines import schemas
 from pipelines.io import spill
 from pipelines.io.failures import RunFailed
+from pipelines.stages.shaping.specs import (
+    BASELINE,
+    FAILURE_MODELS,
+    GROWTH_MODELS,
+    Config,
+    forecaster_names,
+    run_specs,
+)
 from policies.shaping.cluster.simulator import simulate
 from policies.shaping.forecasters import forecast_workload, series_representatives
 from policies.shaping.metrics import (
@@ -23,13 +29,6 @@ from policies.shaping.metrics import (
 from policies.shaping.registry import SHAPING_FORECASTERS, SHAPING_POLICIES
 
 RUNS, APPLICATIONS, SUMMARY = "shaping_runs", "shaping_applications", "shaping_summary"
-Config = fleetcast_pb2.ShapingConfig
-BASELINE, NO_FORECASTER = "baseline", "none"
-# ShapingConfig.failure_model → the simulator's failure_model.
-FAILURE_MODELS = {Config.HOST_OVERLOAD: "host", Config.COMPONENT_LIMIT: "component",
-                  Config.MEMORY_LIMIT: "memory"}
-# ShapingConfig.growth → the simulator's growth.
-GROWTH_MODELS = {Config.ALWAYS: "always", Config.IF_FREE: "if_free"}
 # Application columns summarized as distributions (pooled over a cell's seeds).
 APPLICATION_METRICS = ("turnaround_s", "wait_s", "cpu_slack_pct", "memory_slack_pct",
                        "work_lost_s")
@@ -49,30 +48,6 @@ RUN_METRICS = ("turnaround_speedup_vs_baseline", "failed_applications_pct",
                "mean_turnaround_s")
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """One simulation; the baseline's forecaster is "none" and its k1, k2 None; `load` the
-    target offered load (None: the config's arrival_rate_scale)."""
-    forecaster: str
-    k1: Optional[float]
-    k2: Optional[float]
-    policy: str
-    seed: int
-    load: Optional[float] = None
-
-
-def policy_names(config) -> List[str]:
-    return [Config.Policy.Name(p).lower() for p in config.policy]
-
-
-def forecaster_names(config) -> List[str]:
-    return [Config.Forecaster.Name(f).lower() for f in config.forecaster]
-
-
-def seeds(config) -> List[int]:
-    return list(config.seed) or [0]
-
-
 def unshaped_after_failures(config) -> int:
     """The simulator's retry rule: the config's, else 1 under COMPONENT_LIMIT and
     MEMORY_LIMIT ([Pace18]'s simulator; without it a retry replays its failure forever) and 0
@@ -80,20 +55,6 @@ def unshaped_after_failures(config) -> int:
     if config.HasField("unshaped_after_failures"):
         return config.unshaped_after_failures
     return int(config.failure_model in (Config.COMPONENT_LIMIT, Config.MEMORY_LIMIT))
-
-
-def run_specs(config) -> List[RunSpec]:
-    """Every configured simulation, at every target offered load: the baseline (always run:
-    the speedups need it) once per seed, the shaping policies for every forecaster, k1 and
-    k2."""
-    shaping = [p for p in policy_names(config) if p != BASELINE]
-    specs = []
-    for load in list(config.target_offered_load) or [None]:
-        specs += [RunSpec(NO_FORECASTER, None, None, BASELINE, s, load) for s in seeds(config)]
-        for forecaster in forecaster_names(config):
-            specs += [RunSpec(forecaster, k1, k2, policy, seed, load) for k1 in config.k1
-                      for k2 in config.k2 for policy in shaping for seed in seeds(config)]
-    return specs
 
 
 def check_forecast_size(workload, config):

@@ -5,7 +5,7 @@ import math
 from configs import fleetcast_pb2
 from configs.checks import UPPER_BOUNDS, Limit
 from configs.units import DAY_S
-from pipelines.stages.shaping.runs import (
+from pipelines.stages.shaping.specs import (
     BASELINE,
     FAILURE_MODELS,
     GROWTH_MODELS,
