@@ -12,7 +12,7 @@ the input files a config names.
 import os
 import pathlib
 import re
-from typing import Optional
+from typing import Optional, Tuple
 
 from google.protobuf import text_format
 
@@ -151,13 +151,22 @@ def has_usage(config) -> bool:
     return which is not None and SOURCES[which].has_usage(getattr(config, which))
 
 
-def trace_span_us(config) -> Optional[int]:
-    """The trace's length in µs when the config alone fixes it (a synthetic source, its
-    instances not loaded), else None."""
+def trace_end(config, check_inputs: bool) -> Optional[Tuple[int, str]]:
+    """(µs, what it is) after which the trace holds no arrival, when it can be told before
+    the run: the synthetic trace's end from the config alone, or, when inputs are checked,
+    the last event of a source whose parts are in time order (its last part); None
+    otherwise, or when the instances are loaded."""
     which = config.WhichOneof("source")
-    if which is None or _loaded(config, "instances") or SOURCES[which].span_us is None:
+    if which is None or _loaded(config, "instances"):
         return None
-    return SOURCES[which].span_us(getattr(config, which))
+    source, message = SOURCES[which], getattr(config, which)
+    if source.span_us is not None:
+        return source.span_us(message), "the trace's end"
+    found = source.last_event(message) if check_inputs and source.last_event else None
+    if found is None:
+        return None
+    table, last = found
+    return last.time_us, f"the trace's last event (in {table} {last.path})"
 
 
 def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):

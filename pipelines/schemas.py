@@ -241,7 +241,7 @@ LIFETIME_MODELS = table("one row per trained lifetime model", [
     column("kind", pa.string(), "the model class's KIND (uptime_lifetime_model, "
            "la_classifier, kaplan_meier, uptime_long_lived_classifier)", nullable=False),
     column("path", pa.string(), "directory of the model's files; "
-           "pipelines.stages.lifetime.load_model(path) loads it", nullable=False),
+           "pipelines.stages.lifetime.models.load_model(path) loads it", nullable=False),
     column("features", pa.list_(pa.string()), "the instance columns the model uses"),
     column("train_instances", pa.int64(), "instances trained on", nullable=False),
     column("train_examples", pa.int64(), "uptime-augmented examples trained on (instances "

@@ -4,6 +4,7 @@ with no instance to test (or train) on, a customer column the source never fills
 customer_history that no stage reads; `fleetcast run` refuses an unknown --runner before it
 builds anything; and an evaluation row with no instance says n = 0 with null metrics."""
 
+import gzip
 import pathlib
 import subprocess
 import sys
@@ -167,3 +168,26 @@ def test_metrics_without_an_instance_are_null_with_n_0():
     # With instances, a zero denominator is still 0 (nothing predicted long).
     row = binary_classification_metrics(np.array([True, False]), np.array([0.1, 0.2]), 0.5)
     assert row[["precision", "recall", "f1"]].iloc[0].tolist() == [0.0, 0.0, 0.0]
+
+
+def _google_2011_jobs(tmp_path, split_us: int) -> str:
+    """A JOBS config over two hand-made job_events parts whose last event is at 5e9 µs."""
+    (tmp_path / "job_events").mkdir(exist_ok=True)
+    for number, times in ((0, (600_000_000, 1_000_000_000)), (1, (2_000_000_000, 5_000_000_000,
+                                                                  2**63 - 1))):
+        with gzip.open(tmp_path / "job_events" / f"part-{number:05d}-of-00500.csv.gz",
+                       "wt") as f:
+            f.write("".join(f"{t},,{i},1,user,0,name,lname\n" for i, t in enumerate(times)))
+    return (f'google_2011 {{ unit: JOBS job_events: "job_events/part-*-of-00500.csv.gz" }}\n'
+            f"lifetime_model {{ lifetime_cap_s: 3600 split_time_us: {split_us} }}\n")
+
+
+def test_a_split_at_or_after_a_real_traces_last_event_is_refused(tmp_path):
+    result = validate(tmp_path, _google_2011_jobs(tmp_path, 5_000_000_000))
+    assert result.returncode == 2, result.stdout
+    assert result.stderr == (
+        f"fleetcast: {CONFIG}: lifetime_model.split_time_us: must be before the trace's last "
+        "event (in google_2011.job_events part-00001-of-00500.csv.gz) at 5000000000 µs, or no "
+        "instance is left to test on; got 5000000000\n")
+    passed = validate(tmp_path, _google_2011_jobs(tmp_path, 4_999_999_999))
+    assert passed.returncode == 0, passed.stderr

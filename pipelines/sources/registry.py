@@ -34,6 +34,9 @@ class TraceSource:
         CUSTOMER_COLUMNS) its instances fill.
       span_us: message -> the trace's length in µs when the config fixes it, or None: known
         only once the trace is read.
+      last_event: message -> its inputs' last event (pipelines/sources/last_event.py
+        LastEvent, with the table it is of) when they can tell it cheaply, or None; read by
+        `fleetcast validate` when it checks inputs.
     """
 
     read: Callable
@@ -44,6 +47,7 @@ class TraceSource:
     customer_columns: Callable
     usage_metrics: Optional[FrozenSet[str]] = None
     span_us: Optional[Callable] = None
+    last_event: Optional[Callable] = None
 
     def configured(self, message) -> "TraceSource":
         """This source as `message` configures it: has_hosts a bool."""
@@ -87,4 +91,5 @@ SOURCES.register("google_2011", TraceSource(
     validate=validation.validate_google_2011, title="the Google 2011 trace",
     has_hosts=validation.google_2011_has_machines, has_usage=validation.google_2011_has_usage,
     customer_columns=lambda message: ("user",),
-    usage_metrics=frozenset({"avg_cpu", "max_cpu", "avg_memory", "max_memory"})))
+    usage_metrics=frozenset({"avg_cpu", "max_cpu", "avg_memory", "max_memory"}),
+    last_event=validation.google_2011_last_event))

@@ -107,6 +107,24 @@ def google_2011_has_usage(source) -> bool:
     return bool(source.task_usage) and source.unit == Unit.TASKS
 
 
+def google_2011_last_event(source):
+    """(table, LastEvent) of the table the unit's instances arrive in (task_events for
+    TASKS, job_events for JOBS): its parts are in time order, so its last part holds the
+    trace's last arrival or a later event; None when its files do not tell."""
+    table = {Unit.TASKS: "task_events", Unit.JOBS: "job_events"}.get(source.unit)
+    if not table or not getattr(source, table):
+        return None
+    from apache_beam.io.filesystems import FileSystems  # only when inputs are checked
+
+    from pipelines.sources.last_event import last_event
+    try:
+        paths = [f.path for f in FileSystems.match([getattr(source, table)])[0].metadata_list]
+        found = last_event(paths)
+    except Exception:  # pylint: disable=broad-except  # unreadable: the run says so
+        return None
+    return None if found is None else (f"google_2011.{table}", found)
+
+
 def validate_google_2011(check, source, field: str = "google_2011"):
     """Checks a Google2011Source message (configs/checks.py Checker)."""
     check.require(source.unit != Unit.UNIT_UNSPECIFIED, f"{field}.unit",

@@ -67,9 +67,9 @@ def _has_usage(config) -> bool:
     return has_usage(config)
 
 
-def _trace_span_us(config):
-    from pipelines.config import trace_span_us  # pipelines.config imports this module
-    return trace_span_us(config)
+def _trace_end(check, config):
+    from pipelines.config import trace_end  # pipelines.config imports this module
+    return trace_end(config, check.check_inputs)
 
 
 STAGES = Registry("stage")
@@ -86,7 +86,7 @@ STAGES.register("lifetime_model", Stage(
     build=lambda config, work_dir: _stage("lifetime").LifetimeStage(config.lifetime_model,
                                                                     work_dir),
     validate=lambda check, config, source: lifetime_validation.validate_config(
-        check, config.lifetime_model, trace_span_us=_trace_span_us(config)),
+        check, config.lifetime_model, trace_end=_trace_end(check, config)),
     tables=tuple(schemas.LIFETIME_TABLES), summary=lambda message: "lifetime model",
     report="pipelines.report.lifetime"))
 STAGES.register("placement", Stage(

@@ -2,7 +2,7 @@
 
 import math
 import re
-from typing import Optional
+from typing import Optional, Tuple
 
 from configs.checks import MAX_DURATION, Limit
 from predictors.lifetime.feature_names import FEATURES
@@ -28,11 +28,12 @@ MAX_UPTIME_QUANTILES = Limit(1_000, "quantiles",
 
 
 def validate_config(check, config, field: str = "lifetime_model",
-                    trace_span_us: Optional[int] = None):
+                    trace_end: Optional[Tuple[int, str]] = None):
     """Checks a LifetimeModelConfig, reporting through `check` (configs/checks.py) under
     `field`: the stage's own fields (examples, split, evaluation) here, each model's fields
-    through its registry entry (`validate_models`); `trace_span_us` is the trace's length
-    when the config fixes it (pipelines/config.py `trace_span_us`)."""
+    through its registry entry (`validate_models`); `trace_end` is (µs, what it is) after
+    which the trace holds no arrival, when that is known before the run
+    (pipelines/config.py `trace_end`)."""
     for name in ("lifetime_cap_s", "min_remaining_s", "long_lived_threshold_s",
                  "long_lived_decision_s"):
         check.duration(config, name, field)
@@ -49,7 +50,7 @@ def validate_config(check, config, field: str = "lifetime_model",
     check.require(0 < config.train_fraction < 1, f"{field}.train_fraction",
                   f"must be in (0, 1), got {config.train_fraction}")
     if config.HasField("split_time_us"):
-        _validate_split_time(check, config, f"{field}.split_time_us", trace_span_us)
+        _validate_split_time(check, config, f"{field}.split_time_us", trace_end)
     check.require(config.min_remaining_s <= config.lifetime_cap_s, f"{field}.min_remaining_s",
                   f"must not exceed lifetime_cap_s {config.lifetime_cap_s}, got "
                   f"{config.min_remaining_s}")
@@ -83,7 +84,7 @@ def validate_config(check, config, field: str = "lifetime_model",
                        "from the instances (load the instances table instead)")
 
 
-def _validate_split_time(check, config, field: str, trace_span_us: Optional[int]):
+def _validate_split_time(check, config, field: str, trace_end: Optional[Tuple[int, str]]):
     """A split that leaves instances on both sides, where the config alone can tell: the
     training instances start after trace_start_us and before the split, the test ones from
     the split to the trace's end."""
@@ -92,9 +93,10 @@ def _validate_split_time(check, config, field: str, trace_span_us: Optional[int]
                   f"must be after trace_start_us {config.trace_start_us} (the instances "
                   f"starting at or before it have no known lifetime), or no instance is left "
                   f"to train on; got {split_us}")
-    check.require(trace_span_us is None or split_us < trace_span_us, field,
-                  f"must be before the trace's end at {trace_span_us} µs, or no instance is "
-                  f"left to test on; got {split_us}")
+    if trace_end is not None:
+        end_us, what = trace_end
+        check.require(split_us < end_us, field, f"must be before {what} at {end_us} µs, or "
+                      f"no instance is left to test on; got {split_us}")
 
 
 def _validate_variants(check, config, field: str):
