@@ -100,11 +100,6 @@ def test_the_sources_are_the_configs_and_the_modules_that_compute_the_claims():
     assert all((REPO / source).is_file() for key in KEYS for source in claim_sources(key))
 
 
-# The pages were last written before 9b83d57 changed the claims (spread over split times,
-# magnitudes of direction claims); their regeneration (`fleetcast reproduce all`, about two
-# hours on 2 cores) did not finish in that session. Remove this mark once they are written.
-@pytest.mark.xfail(reason="docs/reproduce/*.md predate 9b83d57: run `fleetcast reproduce all`",
-                   strict=False)
 @pytest.mark.parametrize("key", KEYS)
 def test_a_committed_page_is_newer_than_what_its_numbers_come_from(key, history):
     name = f"docs/reproduce/{key}.md"
