@@ -78,6 +78,11 @@ def fig10(machines: pd.DataFrame, cell: pd.DataFrame, labels: dict):
     return fig
 
 
+def budget_column(budget) -> str:
+    """The costs table's column of the violation rate at the budget's machine percentile."""
+    return f"p{_percent(budget.machine_percentile)} machine violation %"
+
+
 def teller_costs(tables: dict, config) -> pd.DataFrame:
     """Per teller: mean cell savings, mean and budget-percentile per-machine violation rate,
     mean severity (all %), whether it is within the config's violation budget and on the
@@ -95,11 +100,10 @@ def teller_costs(tables: dict, config) -> pd.DataFrame:
         "teller": means.index,
         "cell savings %": 100 * means["cell_savings_ratio"].to_numpy(),
         "violation rate %": 100 * means["violation_rate"].to_numpy(),
-        f"p{_percent(budget.machine_percentile)} machine violation %":
-            100 * at_percentile.reindex(means.index).to_numpy(),
+        budget_column(budget): 100 * at_percentile.reindex(means.index).to_numpy(),
         "severity %": 100 * means["violation_severity"].to_numpy()})
     oracle = summary["oracle"].iloc[0]
-    costs["within budget"] = (costs.iloc[:, 3] <= 100 * budget.max_violation_rate) \
+    costs["within budget"] = (costs[budget_column(budget)] <= 100 * budget.max_violation_rate) \
         & (costs["teller"] != oracle)
     predicted = costs["teller"] != oracle
     costs["frontier"] = False
@@ -111,7 +115,7 @@ def teller_costs(tables: dict, config) -> pd.DataFrame:
 
 def _budget_sentence(costs: pd.DataFrame, budget) -> str:
     """The most saving predictor within the budget, or the one closest to it."""
-    column = costs.columns[3]
+    column = budget_column(budget)
     machine = f"p{_percent(budget.machine_percentile)} machine"
     rule = f"{machine} ≤ {100 * budget.max_violation_rate:g} % of its steps violated"
     within = costs[costs["within budget"]]
@@ -132,7 +136,7 @@ def findings(tables: dict, config) -> str:
     summary = tables.get("overcommit_summary")
     if summary is None or not len(summary) or "overcommit_machine_metrics" not in tables:
         return ""
-    costs = teller_costs(tables, config)
+    costs, budget = teller_costs(tables, config), config.overcommit.violation_budget
     oracle = costs.iloc[-1]
     sentences = [f"Per machine and {config.overcommit.metric.step_s:g} s step: savings = "
                  "share of the limits not reserved (mean over the cell's steps); violations "
@@ -141,7 +145,7 @@ def findings(tables: dict, config) -> str:
                  "with none."]
     predicted = costs.iloc[:-1]
     if len(predicted):
-        sentences.append(_budget_sentence(costs, config.overcommit.violation_budget))
+        sentences.append(_budget_sentence(costs, budget))
         frontier = predicted[predicted["frontier"]].sort_values("violation rate %")
         sentences.append("Frontier (saved at mean violations): " + " → ".join(
             f"{row['teller']} {row['cell savings %']:.1f} % at {row['violation rate %']:.2f} %"
@@ -150,7 +154,8 @@ def findings(tables: dict, config) -> str:
         "teller": [f"{t} (bound)" if t == oracle["teller"] else t for t in costs["teller"]],
         "saved %": costs["cell savings %"].round(1),
         "violations %": costs["violation rate %"].round(2),
-        costs.columns[3].replace(" violation %", " %"): costs.iloc[:, 3].round(2),
+        budget_column(budget).replace(" violation %", " %"):
+            costs[budget_column(budget)].round(2),
         "in budget": ["yes" if within else "no" for within in costs["within budget"]]})
     shown.loc[shown.index[-1], "in budget"] = "—"
     return page.finding("overcommit", "Overcommit", sentences, shown)

@@ -161,11 +161,12 @@ def gains_table(summary: pd.DataFrame, pool: str) -> pd.DataFrame:
     return table.rename_axis(columns=None).reset_index()
 
 
-def source_kind(row) -> str:
-    """"oracle", "noisy" or "learned": what a replay's lifetimes are."""
-    if row["lifetime_source"] == "oracle":
-        return "oracle"
-    return "noisy" if pd.notna(row.get("noisy_oracle_accuracy")) else "learned"
+def source_kinds(replays: pd.DataFrame) -> np.ndarray:
+    """Per replay, "oracle", "noisy" or "learned": what its lifetimes are."""
+    noisy = (replays["noisy_oracle_accuracy"].notna() if "noisy_oracle_accuracy" in replays
+             else pd.Series(False, index=replays.index))
+    return np.where(replays["lifetime_source"] == "oracle", "oracle",
+                    np.where(noisy, "noisy", "learned"))
 
 
 def _best(rows: pd.DataFrame) -> pd.Series:
@@ -210,7 +211,7 @@ def findings(tables: dict, config) -> str:
         return ""
     pool, _ = shown_replays(summary)
     plain = plain_replays(summary, pool)
-    plain = plain.assign(kind=[source_kind(row) for _, row in plain.iterrows()])
+    plain = plain.assign(kind=source_kinds(plain))
     best_fit = plain[plain["policy"] == "best_fit"]
     sentences = [f"Pool {pool}, {int(plain['num_hosts'].max()):,} hosts: empty hosts vs "
                  "Best-Fit with the same lifetimes (pp of hosts, means over the metric "
