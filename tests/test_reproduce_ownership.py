@@ -93,13 +93,19 @@ def test_a_markdown_file_that_is_not_utf8_is_no_page_and_stays(tmp_path, monkeyp
 
 def test_a_page_written_before_pages_listed_their_figures_is_replaced_with_them(
         tmp_path, monkeypatch):
-    """The committed Pace18 page owns the figures it links, not every file in Pace18/; the
-    committed index.md is fleetcast's too."""
+    """The committed Pace18 page, its marker as pages wrote it before they listed their
+    figures, owns the figures it links, not every file in Pace18/; the committed index.md is
+    fleetcast's too."""
     pages = tmp_path / "docs" / "reproduce"
     shutil.copytree(REPO / "docs" / "reproduce" / "Pace18", pages / "Pace18")
-    for name in ("Pace18.md", "index.md"):
-        shutil.copy(REPO / "docs" / "reproduce" / name, pages / name)
-    assert "figures" not in page.read_marker(pages / "Pace18.md")
+    shutil.copy(REPO / "docs" / "reproduce" / "index.md", pages / "index.md")
+    text = (REPO / "docs" / "reproduce" / "Pace18.md").read_text()
+    found = page.read_marker(REPO / "docs" / "reproduce" / "Pace18.md")
+    older = {name: value for name, value in found.items() if name != "figures"}
+    (pages / "Pace18.md").write_text(text.replace(
+        page.marker(page.MARKER, found), page.marker(page.MARKER, older)))
+    assert page.read_marker(pages / "Pace18.md") == older
+    assert len(page.owned(str(pages), "Pace18.md")) > 1
     (pages / "Pace18" / "mine.png").write_bytes(b"mine")
     without_runs(monkeypatch, "Pace18", "shaping_002_load.png", "new.png")
     assert reproduce(tmp_path / "docs", "Pace18") == 0
