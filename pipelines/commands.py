@@ -20,7 +20,7 @@ import traceback
 import synthetic
 from configs.checks import max_worker_processes
 from pipelines import config as run_config
-from pipelines import worker_guard
+from pipelines import warning_groups, worker_guard
 from pipelines.cli import EXIT_CONFIG_ERROR, EXIT_INTERRUPTED, EXIT_RUN_FAILED
 from pipelines.io import failures
 from pipelines.stages.registry import configured as configured_stages
@@ -234,14 +234,20 @@ def _run(args, beam_args):
     return 0
 
 
-def _validate(path, check_inputs: bool = False):
+def _validate(path, check_inputs: bool = False, grouped=None):
+    """Validates the config at `path` and prints its summary; its warnings go to stderr, or,
+    with a list `grouped`, onto it as a warning_groups.ConfigWarnings."""
     config, missing = run_config.read_config(path)
     if missing and check_inputs:
         raise run_config.ConfigError(path, missing)
-    for problem in missing:
-        print(f"fleetcast: warning: {path}: {problem} (the config is valid; `fleetcast run` "
-              "fails until the input is there)", file=sys.stderr)
-    print_warnings(path, config)
+    if grouped is not None:
+        grouped.append(warning_groups.ConfigWarnings(
+            path, config, missing, run_config.warnings_by_field(config)))
+    else:
+        for problem in missing:
+            print(f"fleetcast: warning: {path}: {problem} (the config is valid; `fleetcast "
+                  "run` fails until the input is there)", file=sys.stderr)
+        print_warnings(path, config)
     name = run_config.config_name(config, path)
     stages = ["source: " + (config.WhichOneof("source") or "loaded tables")] + [
         stage.summary(getattr(config, field)) for field, stage in configured_stages(config)]
@@ -269,13 +275,15 @@ def print_config_error(error: run_config.ConfigError):
 
 def _validate_all(paths, check_inputs: bool = False):
     """Validates every config; reports each invalid one; 2 if any is invalid."""
-    invalid = 0
+    invalid, grouped = 0, [] if len(paths) > 1 else None
     for path in paths:
         try:
-            _validate(path, check_inputs)
+            _validate(path, check_inputs, grouped)
         except run_config.ConfigError as e:
             print_config_error(e)
             invalid += 1
+    if grouped:
+        warning_groups.print_grouped(grouped, len(paths), sys.stderr)
     if invalid and len(paths) > 1:
         print(f"fleetcast: {invalid} of {len(paths)} configs are invalid", file=sys.stderr)
     return EXIT_CONFIG_ERROR if invalid else 0

@@ -198,8 +198,13 @@ def validate(config: fleetcast_pb2.RunConfig, check_inputs: bool = True):
 def warnings(config: fleetcast_pb2.RunConfig):
     """One-line warnings for a valid config's combinations that are known to lose or to do
     nothing (the customer history's, then each stage's `warn`)."""
-    return _history_warnings(config) + [
-        line for field, stage in configured_stages(config) if stage.warn
+    return [line for _, line in warnings_by_field(config)]
+
+
+def warnings_by_field(config: fleetcast_pb2.RunConfig):
+    """`warnings` as (top-level field, line): "customer_history" or the stage's field."""
+    return [("customer_history", line) for line in _history_warnings(config)] + [
+        (field, line) for field, stage in configured_stages(config) if stage.warn
         for line in stage.warn(getattr(config, field))]
 
 

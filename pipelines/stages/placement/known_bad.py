@@ -24,6 +24,12 @@ NOISY_BREAK_EVEN = {
 }
 
 
+def compared(config) -> bool:
+    """Whether a PlacementConfig replays best_fit too, so that its table shows each warned
+    combination beside the baseline it loses to (a comparison, as the reproductions make)."""
+    return "best_fit" in policy_names(config)
+
+
 def warnings(config) -> List[str]:
     """One line per known-bad (policy, lifetime source) of a PlacementConfig. A sweep (the
     oracle and two or more noisy accuracies) asks how a policy degrades, so its low
