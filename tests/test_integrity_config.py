@@ -92,11 +92,14 @@ def test_validate_warns_of_inputs_not_there_yet_and_run_fails_on_them(capsys, mo
     missing = "data/clusterdata_2019_a/instance_events-*.json.gz"
     if (REPO / "data" / "clusterdata_2019_a").exists():
         pytest.skip("the Google 2019 shards are downloaded here")
-    assert cli.main(["validate", *configs]) == 0
+    assert cli.main(["validate", *configs]) == 0  # several configs: grouped by what to do
     err = capsys.readouterr().err
+    assert ("  configs/google_2019_json.textproto: 3 inputs under data/clusterdata_2019_a/; "
+            "made by: gsutil -m cp") in err
+    assert cli.main(["validate", "configs/google_2019_json.textproto"]) == 0  # one: each field
     assert (f"fleetcast: warning: configs/google_2019_json.textproto: google_v3.instance_events"
             f".path: no file matches '{missing}' (the config is valid; `fleetcast run` fails "
-            "until the input is there)") in err
+            "until the input is there)") in capsys.readouterr().err
     assert cli.main(["validate", "--check_inputs", "configs/google_2019_json.textproto"]) == 2
     assert (f"fleetcast: configs/google_2019_json.textproto: google_v3.instance_events.path: "
             f"no file matches '{missing}'\n") in capsys.readouterr().err
