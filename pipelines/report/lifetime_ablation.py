@@ -3,7 +3,7 @@ the config's first variant to its best one, and what each variant adds to the on
 
 import pandas as pd
 
-from pipelines.report import page
+from pipelines.report import page, paper_numbers
 
 # The metric each table's models are judged by in the ablation.
 HEADLINES = (("lifetime_concordance", "c_index", "C-index"),
@@ -50,7 +50,8 @@ def sentences(tables: dict, config) -> list:
 
 def features_table(config) -> pd.DataFrame:
     """Per variant in the config's order, its features: the first's in full, each other's
-    as what it adds to (+) and drops from (−) the variant before it; empty without
+    as what it adds to (+) and drops from (−) the variant before it, and the paper's numbers
+    for the variants a reproduction claim compares with them (paper_numbers); empty without
     variants."""
     variants = list(config.lifetime_model.variant)
     if len(variants) < 2:
@@ -66,4 +67,8 @@ def features_table(config) -> pd.DataFrame:
             "− " + ", ".join(dropped) if dropped else "") if part)
         rows.append({"variant": variant.name,
                      "features": every if not features else text or "the same"})
-    return pd.DataFrame(rows).rename(columns={"features": "features (vs the variant above)"})
+    frame = pd.DataFrame(rows).rename(columns={"features": "features (vs the variant above)"})
+    paper = paper_numbers.by_variant(config)
+    if paper:
+        frame[paper_numbers.COLUMN] = [paper.get(name, "") for name in frame["variant"]]
+    return frame

@@ -10,6 +10,7 @@ from scipy import stats
 from pipelines.report.lifetime import error_histogram, f1_vs_uptime, model_table
 from pipelines.report.placement import accuracy_sweep
 from pipelines.reproduce import lava_limits, ling25
+from pipelines.reproduce.azure_splits import LIFETIME_RUNS, over_fractions
 from pipelines.reproduce.claims import (
     Claim,
     Computed,
@@ -28,7 +29,6 @@ from pipelines.reproduce.paper import Paper, save_png
 from pipelines.reproduce.placement import (
     EMPTY,
     LIFETIME,
-    LIFETIME_RUN,
     NOISY_SEEDS,
     NOISY_SEEDS_RUN,
     PLACEMENT,
@@ -113,24 +113,29 @@ def _c_index(model: str) -> str:
 
 CLAIMS = (
     Claim("the GBDT regressor's C-index is 0.84", "App. B, Table 4", 0.84, "0.84",
-          Sql(LIFETIME, _c_index("uptime"), scalar("{:.3f}")), within(0.05)),
+          over_fractions(lambda config: Sql(config, _c_index("uptime"), scalar("{:.3f}"))),
+          within(0.05)),
     Claim("the stratified Kaplan-Meier model's C-index is 0.73", "App. B, Table 4", 0.73,
-          "0.73", Sql(LIFETIME, _c_index("kaplan_meier"), scalar("{:.3f}")), within(0.05)),
+          "0.73", over_fractions(lambda config: Sql(config, _c_index("kaplan_meier"),
+                                                    scalar("{:.3f}"))), within(0.05)),
     Claim("the GBDT regressor ranks lifetimes better than stratified Kaplan-Meier (C-index)",
           "App. B, Table 4", ("uptime", "kaplan_meier"), "GBDT > KM",
-          Sql(LIFETIME, "SELECT model, c_index FROM lifetime_concordance WHERE model IN "
-                        "('uptime', 'kaplan_meier')",
-              ordering(("uptime", "kaplan_meier"), "{:.3f}")),
+          over_fractions(lambda config: Sql(
+              config, "SELECT model, c_index FROM lifetime_concordance WHERE model IN "
+                      "('uptime', 'kaplan_meier')",
+              ordering(("uptime", "kaplan_meier"), "{:.3f}"))),
           same_order()),
     Claim("the GBDT regressor's F1 of long-lived at arrival is 0.80 (beyond 7 days in the "
           "paper; the decision from the validation slice here)", "App. B, Table 4", 0.80,
-          "0.80", Sql(LIFETIME, "SELECT f1, threshold_s FROM lifetime_long_lived WHERE model "
-                                "= 'uptime'", long_lived("f1")), within(0.1)),
+          "0.80", over_fractions(lambda config: Sql(
+              config, "SELECT f1, threshold_s FROM lifetime_long_lived WHERE model = 'uptime'",
+              long_lived("f1"))), within(0.1)),
     Claim("repredictions skew the error left: more predictions within 0.5 decades with "
           "repredictions than at arrival (uptime model)", "App. C, Fig. 12", 1.0, "> 0",
-          Sql(LIFETIME, "SELECT error_upper, initial_fraction, with_repredictions_fraction "
-                        "FROM lifetime_error_histogram WHERE model = 'uptime'",
-              _within_half_decade), same_sign()),
+          over_fractions(lambda config: Sql(
+              config, "SELECT error_upper, initial_fraction, with_repredictions_fraction "
+                      "FROM lifetime_error_histogram WHERE model = 'uptime'",
+              _within_half_decade)), same_sign()),
     Claim("empty-to-free ratio and empty hosts order the replays alike (Kendall τ, every "
           "replay without defragmentation)", "App. D", 1.0, "τ = 1 (\"behave the same\")",
           Sql(PLACEMENT, f"SELECT avg({EMPTY}) AS e, avg(empty_to_free_ratio_pct) AS r FROM "
@@ -220,6 +225,8 @@ PAPER = Paper(
     summary="The appendices' claims about the model, its errors and the accuracy sweep, checked "
             "on the Azure V1 vmtable sample (3.5 days: lifetimes capped at 1 day, long-lived "
             "beyond 12 hours; the model sees only VM size, deployment size and the arrival's "
-            "hour and weekday). [Ling25] has the main text's claims.",
-    runs=(LIFETIME_RUN, PLACEMENT_RUN, NOISY_SEEDS_RUN), claims=CLAIMS, figures=figures,
+            "hour and weekday). The model's claims are measured trained on the first 50, 60 "
+            "(the config's) and 70 % of the arrivals, and hold only where they hold at all "
+            "three. [Ling25] has the main text's claims.",
+    runs=(*LIFETIME_RUNS, PLACEMENT_RUN, NOISY_SEEDS_RUN), claims=CLAIMS, figures=figures,
     tables=tables)
