@@ -72,14 +72,18 @@ def to_arrow(columns: list[Column], n_rows: int) -> pa.Table:
 # ISA-L's level 1: several times faster than zlib's fastest level, for smaller files;
 # compression is a slow step of writing JSON.
 _GZIP_LEVEL = 1
+# ISA-L's output depends on where its input is cut, not only on the bytes: text goes to it in
+# blocks of this size, so a shard's file is the same however its rows were batched.
+_GZIP_BLOCK_BYTES = 1 << 20
 
 
 class _ShardWriter:
     """Writes one shard file through Beam's FileSystems (local, gs://, ...): gzip'd JSON
-    lines or CSV (gzip header without time or name: byte-identical reruns), or Parquet.
+    lines or CSV (gzip header without time or name, input cut in fixed blocks: the same
+    bytes on every rerun and runner), or Parquet.
 
     Text is compressed (ISA-L's gzip) in a background thread while the caller builds the next
-    chunk (ISA-L and Arrow release the GIL); chunks are written in order, one at a time.
+    chunk (ISA-L and Arrow release the GIL); blocks are written in order, one at a time.
     """
 
     def __init__(self, path: str, file_format: str):
@@ -95,12 +99,21 @@ class _ShardWriter:
             self._gzip = igzip.GzipFile(filename="", mode="wb", fileobj=self._handle,
                                         compresslevel=_GZIP_LEVEL, mtime=0)
             self._compressor = ThreadPoolExecutor(max_workers=1)
+            self._pending = bytearray()
         self._started = False
 
-    def _compress(self, data):
-        if self._compressing is not None:
-            self._compressing.result()
-        self._compressing = self._compressor.submit(self._gzip.write, data)
+    def _compress(self, data, last: bool = False):
+        """Queues `data`; compresses every whole block queued (and the rest when `last`)."""
+        pending = self._pending
+        pending += data
+        cut = len(pending) if last else len(pending) - len(pending) % _GZIP_BLOCK_BYTES
+        with memoryview(pending) as view:
+            for start in range(0, cut, _GZIP_BLOCK_BYTES):
+                block = bytes(view[start:start + _GZIP_BLOCK_BYTES])
+                if self._compressing is not None:
+                    self._compressing.result()
+                self._compressing = self._compressor.submit(self._gzip.write, block)
+        del pending[:cut]
 
     def write(self, columns: list[Column], n_rows: int):
         """Appends rows; call at least once per shard (with zero rows for an empty one)."""
@@ -121,6 +134,7 @@ class _ShardWriter:
             self._parquet.close()
             self._handle.write(self._buffer.getvalue().to_pybytes())
         else:
+            self._compress(b"", last=True)
             if self._compressing is not None:
                 self._compressing.result()
             self._compressor.shutdown()
