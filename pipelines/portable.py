@@ -166,7 +166,8 @@ _ENGINE_FAILURES = (
     (re.compile(r"(TaskManager with id \S+ is no longer reachable|TaskManager \S+ "
                 r"disconnected|Connection unexpectedly closed by remote task manager "
                 r"'[^']*'|Ask timed out on \[Actor\[[^\]]*/taskmanager_\d+[^\]]*\]\] after "
-                r"\[\d+ ms\])"),
+                r"\[\d+ ms\]|recipient \[Actor\[[^\]]*/taskmanager_\d+[^\]]*\]\], because the "
+                r"recipient is unreachable)"),
      "Flink lost a TaskManager while the job ran ({0}); nothing was published: run again "
      "once the cluster has its TaskManagers"),
 )

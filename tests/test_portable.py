@@ -73,6 +73,16 @@ def test_engine_setup_failures_read_as_one_line():
         "Flink lost a TaskManager while the job ran (Ask timed out on [Actor[pekko.tcp://flink@"
         "127.0.0.1:45777/user/rpc/taskmanager_0#-2119770489]] after [10000 ms]); nothing was "
         "published")
+    unreachable = (
+        "RecipientUnreachableException: Could not send message [RemoteRpcInvocation("
+        "TaskExecutorGateway.submitTask(TaskDeploymentDescriptor, JobMasterId, Time))] from "
+        "sender [Actor[pekko://flink/temp/taskmanager_0$Mj]] to recipient [Actor[pekko.tcp://"
+        "flink@127.0.0.1:42645/user/rpc/taskmanager_0#474722285]], because the recipient is "
+        "unreachable. This can either mean")
+    assert portable.failure_reason(RuntimeError(unreachable)).startswith(
+        "Flink lost a TaskManager while the job ran (recipient [Actor[pekko.tcp://flink@"
+        "127.0.0.1:42645/user/rpc/taskmanager_0#474722285]], because the recipient is "
+        "unreachable); nothing was published")
     assert portable.failure_reason(RuntimeError("ValueError: a bug")) is None
 
 
