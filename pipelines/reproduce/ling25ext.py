@@ -34,7 +34,6 @@ from pipelines.reproduce.placement import (
     PLACEMENT,
     PLACEMENT_RUN,
     long_lived,
-    replays_sql,
 )
 
 # LAVA with noisy exits: the sweep's accuracies at the config's seed (the table), the lowest
@@ -89,16 +88,13 @@ def _nilas_by_seed(runs) -> dict:
     run's: NotComparable unless its replay at the placement run's seed equals the placement
     run's own."""
     accuracy = NOISY_EXITS[-1][len("noisy_"):]
-    seeded = runs.result(NOISY_SEEDS).sql(
-        "SELECT lifetime_source, avg(empty_hosts_pct_vs_best_fit_pp) AS value FROM "
-        f"placement_summary WHERE defrag = 'none' AND policy = 'nilas' AND lifetime_source "
-        f"LIKE 'noisy_oracle_{accuracy}_seed%' GROUP BY ALL")
-    by_seed = dict(sorted((int(r.lifetime_source.rsplit("_seed", 1)[1]), float(r.value))
-                          for r in seeded.itertuples()))
-    own = runs.result(PLACEMENT).sql(replays_sql("empty_hosts_pct_vs_best_fit_pp", [
-        ("nilas", f"noisy_oracle_{accuracy}")]))
+    sql = ("SELECT noisy_oracle_seed, avg(empty_hosts_pct_vs_best_fit_pp) FROM "
+           "placement_summary WHERE defrag = 'none' AND policy = 'nilas' AND "
+           f"noisy_oracle_accuracy = {accuracy} GROUP BY ALL ORDER BY ALL")
+    by_seed, own = (dict(runs.result(name).sql(sql).itertuples(index=False))
+                    for name in (NOISY_SEEDS, PLACEMENT))
     seed = runs.result(PLACEMENT).config.placement.seed
-    if not len(own) or seed not in by_seed or abs(by_seed[seed] - own["value"].iat[0]) > 1e-9:
+    if seed not in by_seed or seed not in own or abs(by_seed[seed] - own[seed]) > 1e-9:
         raise NotComparable(f"NILAS with noisy exits of accuracy {accuracy} at seed {seed} "
                             f"differs between {NOISY_SEEDS} and {PLACEMENT}: their pools differ")
     return by_seed
