@@ -89,6 +89,20 @@ def test_reducers():
     assert math.isnan(claims.scalar()(pd.DataFrame({"x": [None]})).value)
 
 
+def test_the_f1_slope_leaves_out_days_without_a_long_lived_job():
+    """Day 3 (the trace's last minutes) has no long-lived job: its F1 of 0 is no
+    measurement, and the slope is that of days 0-2 alone (0.6, 0.5, 0.4: -0.1 a day)."""
+    from pipelines.reproduce import google_2011
+    days = pd.DataFrame({"period": [0, 1, 2, 3], "n_positive": [40, 30, 20, 0],
+                         "f1": [0.6, 0.5, 0.4, 0.0]})
+    slope = google_2011.f1_slope("la_classifier", "small").reduce(days)
+    assert slope.value == pytest.approx(-0.1)
+    assert slope.text == ("-0.1000 a day (day 0: 0.600, day 2: 0.400; day 3 left out: no "
+                          "long-lived job)")
+    with pytest.raises(NotComparable, match="fewer than 3 test days with a long-lived job"):
+        google_2011.f1_slope("la_classifier", "small").reduce(days.iloc[1:])
+
+
 class _FakeRuns:
     """Runs whose query on config `name` returns `frames[name]` (`frame` for every config),
     config "absent" and those of `skipped` skipped, and run configs split at `split_h[name]`."""

@@ -48,7 +48,7 @@ LA_SQL = "SELECT {column} FROM lifetime_la_classifier WHERE model = 'la_classifi
 ACCURACIES = ("1", "0.9", "0.8", "0.6")
 
 
-def _la_metric(text: str, column: str, paper: float, where: str = "§5.1, Table 1") -> Claim:
+def _la_metric(text: str, column: str, paper: float, where: str = TABLE1_WHERE) -> Claim:
     """A metric of LA's classifier on the Azure sample, at each training fraction."""
     return Claim(f"LA's 2-hour classifier (small feature set): {text}", where, paper,
                  f"{paper:.3f}", over_fractions(lambda config: Sql(

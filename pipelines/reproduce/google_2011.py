@@ -114,17 +114,21 @@ def variant_metric(table: str, model: str, variant: str, column: str, fmt: str =
 
 def f1_slope(model: str, variant: str, column: str = "f1", config: str = JOBS):
     """The least-squares slope of `column` per day since the split (lifetime_by_period of the
-    run `config`)."""
+    run `config`), over the days with a long-lived test job: on the others (the trace's last
+    minutes) recall, hence F1, is undefined and the table's 0 is no measurement."""
     def reduce(frame):
-        frame = frame.dropna(subset=[column])  # a day without a test instance has no F1
-        if len(frame) < 3:
-            raise NotComparable(f"fewer than 3 test days for {model} of variant {variant}")
-        slope = float(np.polyfit(frame["period"], frame[column], 1)[0])
-        first, last = frame[column].iat[0], frame[column].iat[-1]
-        return Measurement(slope, f"{slope:+.4f} a day (day 0: {first:.3f}, day "
-                                  f"{int(frame['period'].iat[-1])}: {last:.3f})")
-    return Sql(config, f"SELECT period, {column} FROM lifetime_by_period WHERE model = "
-                       f"'{model}' AND variant = '{variant}' ORDER BY period", reduce)
+        scored = frame[frame["n_positive"] > 0].dropna(subset=[column])
+        if len(scored) < 3:
+            raise NotComparable(f"fewer than 3 test days with a long-lived job for {model} of "
+                                f"variant {variant}")
+        slope = float(np.polyfit(scored["period"], scored[column], 1)[0])
+        (first, first_f1), (last, last_f1) = (scored[["period", column]].iloc[i] for i in (0, -1))
+        left_out = "".join(f"; day {day} left out: no long-lived job"
+                           for day in sorted(set(frame["period"]) - set(scored["period"])))
+        return Measurement(slope, f"{slope:+.4f} a day (day {int(first)}: {first_f1:.3f}, "
+                                  f"day {int(last)}: {last_f1:.3f}{left_out})")
+    return Sql(config, f"SELECT period, n_positive, {column} FROM lifetime_by_period WHERE "
+                       f"model = '{model}' AND variant = '{variant}' ORDER BY period", reduce)
 
 
 ABLATION_SQL = (
