@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from configs import fleetcast_pb2
-from pipelines.reproduce import KEYS, claims, page, runs
+from pipelines.reproduce import KEYS, claims, google_2011, page, runs
 from pipelines.reproduce.claims import (
     NOT_COMPARABLE,
     NOT_REPRODUCED,
@@ -92,7 +92,6 @@ def test_reducers():
 def test_the_f1_slope_leaves_out_days_without_a_long_lived_job():
     """Day 3 (the trace's last minutes) has no long-lived job: its F1 of 0 is no
     measurement, and the slope is that of days 0-2 alone (0.6, 0.5, 0.4: -0.1 a day)."""
-    from pipelines.reproduce import google_2011
     days = pd.DataFrame({"period": [0, 1, 2, 3], "n_positive": [40, 30, 20, 0],
                          "f1": [0.6, 0.5, 0.4, 0.0]})
     slope = google_2011.f1_slope("la_classifier", "small").reduce(days)
